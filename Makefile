@@ -1,0 +1,166 @@
+# Image URL to use for building and pushing the manager image.
+IMG ?= ghcr.io/kaddons/kaddons:latest
+
+# Get the currently used golang install path (in GOPATH/bin, unless GOBIN is set).
+ifeq (,$(shell go env GOBIN))
+GOBIN=$(shell go env GOPATH)/bin
+else
+GOBIN=$(shell go env GOBIN)
+endif
+
+# CONTAINER_TOOL defines the container tool to be used for building images.
+CONTAINER_TOOL ?= docker
+
+# Setting SHELL to bash allows bash commands to be executed by recipes.
+SHELL = /usr/bin/env bash -o pipefail
+.SHELLFLAGS = -ec
+
+# The checksum database does not know KDP; go.sum pins it.
+export GONOSUMDB = sigs.k8s.io/kubebuilder-declarative-pattern
+
+.PHONY: all
+all: build
+
+##@ General
+
+.PHONY: help
+help: ## Display this help.
+	@awk 'BEGIN {FS = ":.*##"; printf "\nUsage:\n  make \033[36m<target>\033[0m\n"} /^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) } ' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: manifests
+manifests: controller-gen ## Generate CRDs and the ClusterRole from the API types and RBAC markers.
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd:maxDescLen=512 paths="./api/..." paths="./controllers/..." output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+
+.PHONY: generate
+generate: controller-gen ## Generate DeepCopy methods for the API types.
+	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
+
+.PHONY: fmt
+fmt: ## Run go fmt against code.
+	go fmt ./...
+
+.PHONY: vet
+vet: ## Run go vet against code (the e2e suite included).
+	go vet ./...
+	go vet -tags e2e ./test/...
+
+.PHONY: verify
+verify: manifests generate ## Fail when generated code or manifests are stale, or go.mod is untidy.
+	go mod tidy
+	@if [ -n "$$(git status --porcelain -- api config go.mod go.sum)" ]; then \
+		echo "Generated files are out of date; run 'make generate manifests' and 'go mod tidy', then commit:"; \
+		git status --porcelain -- api config go.mod go.sum; git diff -- api config go.mod go.sum | head -50; exit 1; \
+	fi
+	@echo "Generated code and manifests are up to date."
+
+.PHONY: toolchain
+toolchain: ## Build the pinned Kubernetes binaries (kube-apiserver, etcd, kubectl, ...) from source into bin/k8s.
+	hack/toolchain.sh build
+
+.PHONY: test
+test: manifests generate fmt vet ## Run unit and envtest tests against a real kube-apiserver and etcd.
+	hack/toolchain.sh build etcd kube-apiserver kubectl
+	KUBEBUILDER_ASSETS="$$(hack/toolchain.sh dir)" go test ./... -count=1 -timeout 20m
+
+.PHONY: lint
+lint: golangci-lint ## Run golangci-lint.
+	$(GOLANGCI_LINT) run
+
+.PHONY: lint-fix
+lint-fix: golangci-lint ## Run golangci-lint and fix what it can.
+	$(GOLANGCI_LINT) run --fix
+
+##@ Build
+
+.PHONY: build
+build: manifests generate fmt vet ## Build the manager binary.
+	go build -o bin/manager .
+
+.PHONY: run
+run: manifests generate fmt vet ## Run the manager from your host against the cluster in KUBECONFIG.
+	go run . --channels=channels
+
+.PHONY: docker-build
+docker-build: ## Build the manager image (needs a container engine).
+	$(CONTAINER_TOOL) build -t ${IMG} .
+
+.PHONY: docker-push
+docker-push: ## Push the manager image.
+	$(CONTAINER_TOOL) push ${IMG}
+
+.PHONY: build-installer
+build-installer: manifests generate kubectl ## Write dist/install.yaml: CRDs, RBAC and the operator's deployment.
+	mkdir -p dist
+	$(KUBECTL) kustomize config/default | sed 's|image: controller:latest|image: ${IMG}|' > dist/install.yaml
+	@echo "Wrote dist/install.yaml for image ${IMG}"
+
+##@ Deployment
+
+ifndef ignore-not-found
+  ignore-not-found = false
+endif
+
+.PHONY: install
+install: manifests kubectl ## Install the CRDs into the cluster in KUBECONFIG.
+	$(KUBECTL) kustomize config/crd | $(KUBECTL) apply --server-side -f -
+
+.PHONY: uninstall
+uninstall: manifests kubectl ## Remove the CRDs from the cluster in KUBECONFIG.
+	$(KUBECTL) kustomize config/crd | $(KUBECTL) delete --ignore-not-found=$(ignore-not-found) -f -
+
+.PHONY: deploy
+deploy: manifests kubectl ## Deploy the operator (image IMG) to the cluster in KUBECONFIG.
+	$(KUBECTL) kustomize config/default | sed 's|image: controller:latest|image: ${IMG}|' | $(KUBECTL) apply --server-side -f -
+
+.PHONY: undeploy
+undeploy: kubectl ## Remove the operator from the cluster in KUBECONFIG.
+	$(KUBECTL) kustomize config/default | $(KUBECTL) delete --ignore-not-found=$(ignore-not-found) -f -
+
+##@ Dependencies
+
+## Location to install dependencies to
+LOCALBIN ?= $(shell pwd)/bin
+$(LOCALBIN):
+	mkdir -p $(LOCALBIN)
+
+## Tool binaries
+TOOLCHAIN_DIR ?= $(shell hack/toolchain.sh dir)
+KUBECTL ?= $(TOOLCHAIN_DIR)/kubectl
+CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
+GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint
+
+## Tool versions
+CONTROLLER_TOOLS_VERSION ?= v0.23.0
+GOLANGCI_LINT_VERSION ?= v2.15.0
+
+.PHONY: kubectl
+kubectl: ## Build the pinned kubectl from source into bin/k8s (it also provides kustomize).
+	hack/toolchain.sh build kubectl
+
+.PHONY: controller-gen
+controller-gen: $(CONTROLLER_GEN) ## Build controller-gen into bin/.
+$(CONTROLLER_GEN): $(LOCALBIN)
+	$(call go-install-tool,$(CONTROLLER_GEN),sigs.k8s.io/controller-tools/cmd/controller-gen,$(CONTROLLER_TOOLS_VERSION))
+
+.PHONY: golangci-lint
+golangci-lint: $(GOLANGCI_LINT) ## Build golangci-lint into bin/.
+$(GOLANGCI_LINT): $(LOCALBIN)
+	$(call go-install-tool,$(GOLANGCI_LINT),github.com/golangci/golangci-lint/v2/cmd/golangci-lint,$(GOLANGCI_LINT_VERSION))
+
+# go-install-tool will 'go install' any package with custom target and name of binary, if it doesn't exist
+# $1 - target path with name of binary
+# $2 - package url which can be installed
+# $3 - specific version of package
+define go-install-tool
+@[ -f "$(1)-$(3)" ] && [ "$$(readlink -- "$(1)" 2>/dev/null)" = "$(1)-$(3)" ] || { \
+set -e; \
+package=$(2)@$(3) ;\
+echo "Downloading $${package}" ;\
+rm -f $(1) ;\
+GOBIN=$(LOCALBIN) go install $${package} ;\
+mv $(1) $(1)-$(3) ;\
+} ;\
+ln -sf $$(realpath $(1)-$(3)) $(1)
+endef

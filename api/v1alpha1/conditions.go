@@ -1,0 +1,46 @@
+package v1alpha1
+
+// Condition types reported on every add-on. Ready is the summary; Progressing and
+// Degraded say why it is not Ready; Stalled appears only when a human must act.
+const (
+	// ConditionReady is True when the add-on's manifests are applied and every child is healthy.
+	ConditionReady = "Ready"
+	// ConditionProgressing is True while kaddons applies manifests or waits for children to roll out.
+	ConditionProgressing = "Progressing"
+	// ConditionDegraded is True when an add-on that was Ready no longer is, or an apply failed.
+	ConditionDegraded = "Degraded"
+	// ConditionStalled is True when a configuration error stops reconciliation until the spec changes.
+	ConditionStalled = "Stalled"
+)
+
+// Condition reasons. Each engine phase has its own failure reason, so the condition says
+// where a reconcile stopped.
+const (
+	// ReasonReconciled means the manifests are applied and every child is healthy.
+	ReasonReconciled = "Reconciled"
+	// ReasonApplying means kaddons is applying the rendered manifests.
+	ReasonApplying = "Applying"
+	// ReasonChildrenNotReady means the manifests are applied but some children are not ready yet.
+	ReasonChildrenNotReady = "ChildrenNotReady"
+	// ReasonDeleting means the add-on is being deleted and its children are being removed.
+	ReasonDeleting = "Deleting"
+
+	// ReasonInvalidVersion means spec.version is not a valid version string.
+	ReasonInvalidVersion = "InvalidVersion"
+	// ReasonVersionNotFound means no package exists for the requested version.
+	ReasonVersionNotFound = "VersionNotFound"
+	// ReasonChannelNotFound means the requested channel does not exist or does not list the add-on.
+	ReasonChannelNotFound = "ChannelNotFound"
+	// ReasonInvalidPatch means an entry of spec.patches is not a well-formed patch.
+	ReasonInvalidPatch = "InvalidPatch"
+	// ReasonPatchTargetNotFound means an entry of spec.patches matches no rendered object.
+	ReasonPatchTargetNotFound = "PatchTargetNotFound"
+	// ReasonRenderFailed means the package could not be built into manifests.
+	ReasonRenderFailed = "RenderFailed"
+	// ReasonApplyFailed means the API server rejected one or more objects.
+	ReasonApplyFailed = "ApplyFailed"
+	// ReasonPruneFailed means objects that no longer belong to the add-on could not be deleted.
+	ReasonPruneFailed = "PruneFailed"
+	// ReasonHealthCheckFailed means the health of the children could not be read.
+	ReasonHealthCheckFailed = "HealthCheckFailed"
+)

@@ -1,0 +1,106 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative"
+	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative/pkg/manifest"
+
+	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	"github.com/kaddons/kaddons/controllers/engine"
+)
+
+// +kubebuilder:rbac:groups=addons.kaddons.dev,resources=coredns,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=addons.kaddons.dev,resources=coredns/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=addons.kaddons.dev,resources=coredns/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=serviceaccounts;configmaps;services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles;clusterrolebindings,verbs=get;list;watch;create;update;patch;delete
+// kaddons can only grant CoreDNS the permissions it holds itself:
+// +kubebuilder:rbac:groups="",resources=endpoints;services;pods;namespaces,verbs=list;watch
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=list;watch
+
+// Names of the objects in the CoreDNS packages that typed fields edit.
+const (
+	coreDNSDeployment = "coredns"
+	coreDNSContainer  = "coredns"
+	coreDNSConfigMap  = "coredns"
+	coreDNSService    = "kube-dns"
+	defaultDNSDomain  = "cluster.local"
+)
+
+// CoreDNSDefinition declares the CoreDNS add-on to the shared engine.
+func CoreDNSDefinition() engine.Definition {
+	return engine.Definition{
+		Prototype: &addonsv1alpha1.CoreDNS{},
+		Children: []schema.GroupVersionKind{
+			corev1.SchemeGroupVersion.WithKind("ServiceAccount"),
+			corev1.SchemeGroupVersion.WithKind("ConfigMap"),
+			corev1.SchemeGroupVersion.WithKind("Service"),
+			rbacv1.SchemeGroupVersion.WithKind("ClusterRole"),
+			rbacv1.SchemeGroupVersion.WithKind("ClusterRoleBinding"),
+			appsv1.SchemeGroupVersion.WithKind("Deployment"),
+			policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget"),
+		},
+		Transforms: []engine.ObjectTransform{transformCoreDNS},
+	}
+}
+
+// corefileDomain matches the zone list of the kubernetes plugin in the packaged Corefile.
+var corefileDomain = regexp.MustCompile(`(?m)^(\s*kubernetes\s+)cluster\.local(\s)`)
+
+// transformCoreDNS applies the CoreDNS spec's typed fields to the rendered package.
+func transformCoreDNS(_ context.Context, obj declarative.DeclarativeObject, objects *manifest.Objects) error {
+	cr, ok := obj.(*addonsv1alpha1.CoreDNS)
+	if !ok {
+		return fmt.Errorf("expected a CoreDNS, got %T", obj)
+	}
+	spec := cr.Spec
+
+	if spec.Corefile != "" || (spec.DNSDomain != "" && spec.DNSDomain != defaultDNSDomain) {
+		cm, err := engine.MustFindObject(objects, "ConfigMap", coreDNSConfigMap)
+		if err != nil {
+			return err
+		}
+		corefile := spec.Corefile
+		if corefile == "" {
+			current, _, _ := cm.NestedStringMap("data")
+			corefile = corefileDomain.ReplaceAllString(current["Corefile"], "${1}"+spec.DNSDomain+"${2}")
+		}
+		if err := cm.SetNestedField(corefile, "data", "Corefile"); err != nil {
+			return err
+		}
+	}
+
+	if spec.ClusterIP != "" {
+		svc, err := engine.MustFindObject(objects, "Service", coreDNSService)
+		if err != nil {
+			return err
+		}
+		if err := svc.SetNestedField(spec.ClusterIP, "spec", "clusterIP"); err != nil {
+			return err
+		}
+		if err := svc.SetNestedSlice([]any{spec.ClusterIP}, "spec", "clusterIPs"); err != nil {
+			return err
+		}
+	}
+
+	deploy, err := engine.MustFindObject(objects, "Deployment", coreDNSDeployment)
+	if err != nil {
+		return err
+	}
+	return engine.ApplyPodFields(deploy, coreDNSContainer, engine.PodFields{
+		Replicas:     spec.Replicas,
+		Resources:    spec.Resources,
+		NodeSelector: spec.NodeSelector,
+		Tolerations:  spec.Tolerations,
+	})
+}

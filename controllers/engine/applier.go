@@ -1,0 +1,275 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative/pkg/applier"
+	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative/pkg/manifest"
+
+	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+)
+
+// Apply stages. Objects are applied stage by stage so that what others depend on exists
+// first; deletes run in the reverse order.
+const (
+	stageCRDs = iota
+	stageNamespaces
+	stageConfig
+	stageWorkloads
+	stageAPIEndpoints
+)
+
+// stageOf returns the apply stage of a kind.
+func stageOf(group, kind string) int {
+	switch {
+	case kind == "CustomResourceDefinition" && group == "apiextensions.k8s.io":
+		return stageCRDs
+	case kind == "Namespace" && group == "":
+		return stageNamespaces
+	case group == "rbac.authorization.k8s.io",
+		group == "" && (kind == "ServiceAccount" || kind == "ConfigMap" || kind == "Secret" ||
+			kind == "ResourceQuota" || kind == "LimitRange"),
+		group == "scheduling.k8s.io", group == "networking.k8s.io" && kind == "NetworkPolicy":
+		return stageConfig
+	case group == "apiregistration.k8s.io",
+		group == "admissionregistration.k8s.io":
+		return stageAPIEndpoints
+	default:
+		return stageWorkloads
+	}
+}
+
+// applyConcurrency bounds the parallel writes within one stage.
+const applyConcurrency = 4
+
+// crdEstablishTimeout bounds the wait for a CRD of the package to be served.
+const crdEstablishTimeout = 30 * time.Second
+
+// Applier is kaddons' KDP applier: staged server-side apply with the kaddons field
+// manager, followed by an inventory-based prune. It replaces KDP's appliers, which apply
+// client-side or prune by label selector (see docs/architecture.md).
+type Applier struct {
+	client client.Client
+	reader client.Reader
+}
+
+var _ applier.Applier = &Applier{}
+
+// NewApplier returns an Applier writing through c and reading live objects through reader.
+func NewApplier(c client.Client, reader client.Reader) *Applier {
+	return &Applier{client: c, reader: reader}
+}
+
+// Apply implements KDP's applier.Applier. It must run inside an engine reconcile, which
+// supplies the previous inventory and receives the outcome.
+func (a *Applier) Apply(ctx context.Context, opts applier.ApplierOptions) error {
+	st := stateFrom(ctx)
+	if st == nil {
+		return errors.New("kaddons applier called outside an engine reconcile")
+	}
+	st.applyCalled = true
+	st.applied = map[addonsv1alpha1.ObjectReference]int64{}
+
+	stages := map[int][]*manifest.Object{}
+	for _, o := range opts.Objects {
+		s := stageOf(o.Group, o.Kind)
+		stages[s] = append(stages[s], o)
+	}
+	desired := make([]addonsv1alpha1.ObjectReference, 0, len(opts.Objects))
+	for s := stageCRDs; s <= stageAPIEndpoints; s++ {
+		for _, o := range stages[s] {
+			desired = append(desired, refOf(o.UnstructuredObject()))
+		}
+	}
+
+	previous := st.addon.GetAddonStatus().Inventory
+	for s := stageCRDs; s <= stageAPIEndpoints; s++ {
+		if err := a.applyStage(ctx, st, stages[s]); err != nil {
+			// Keep everything we may have created in the inventory, and prune nothing:
+			// a partial apply must never delete what is still running.
+			st.inventory = mergeInventory(previous, desired, st.applied)
+			st.applyErr = err
+			return err
+		}
+		if s == stageCRDs && len(stages[s]) > 0 {
+			if err := a.waitEstablished(ctx, stages[s]); err != nil {
+				st.inventory = mergeInventory(previous, desired, st.applied)
+				st.applyErr = err
+				return err
+			}
+		}
+	}
+	st.inventory = desired
+
+	stale := staleObjects(previous, desired)
+	owner := types.NamespacedName{Namespace: st.addon.GetNamespace(), Name: st.addon.GetName()}
+	kind := st.addon.GetObjectKind().GroupVersionKind().Kind
+	pruned, err := deleteObjects(ctx, a.client, a.reader, stale, kind, owner)
+	st.pruned = pruned
+	if err != nil {
+		// What could not be deleted stays in the inventory so the next reconcile retries.
+		st.inventory = mergeInventory(staleObjects(stale, pruned), desired, nil)
+		st.pruneErr = err
+		return err
+	}
+	return nil
+}
+
+// applyStage server-side applies one stage's objects with bounded concurrency.
+func (a *Applier) applyStage(ctx context.Context, st *reconcileState, objects []*manifest.Object) error {
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, applyConcurrency)
+	)
+	for _, o := range objects {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(o *manifest.Object) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			u := o.UnstructuredObject().DeepCopy()
+			ref := refOf(u)
+			err := a.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
+				client.FieldOwner(FieldManager), client.ForceOwnership)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if st.applyFailedObject == "" {
+					st.applyFailedObject = ref.String()
+				}
+				errs = append(errs, fmt.Errorf("applying %s: %w", ref, err))
+				return
+			}
+			st.applied[ref] = u.GetGeneration()
+		}(o)
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// waitEstablished waits until the CRDs of the package are served, so that custom
+// resources of the same package can be applied right after.
+func (a *Applier) waitEstablished(ctx context.Context, crds []*manifest.Object) error {
+	for _, o := range crds {
+		name := o.GetName()
+		err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, crdEstablishTimeout, true,
+			func(ctx context.Context) (bool, error) {
+				crd := &unstructured.Unstructured{}
+				crd.SetGroupVersionKind(o.GroupVersionKind())
+				if err := a.reader.Get(ctx, types.NamespacedName{Name: name}, crd); err != nil {
+					return false, client.IgnoreNotFound(err)
+				}
+				res, err := status.Compute(crd)
+				if err != nil {
+					return false, err
+				}
+				return res.Status == status.CurrentStatus, nil
+			})
+		if err != nil {
+			return fmt.Errorf("CustomResourceDefinition %s is not established: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// deleteObjects deletes refs in reverse stage order, skipping objects that are already gone
+// or that no longer carry the owner's instance labels (someone else took them over).
+// It returns the refs it deleted or found gone.
+func deleteObjects(ctx context.Context, c client.Client, reader client.Reader, refs []addonsv1alpha1.ObjectReference,
+	kind string, owner types.NamespacedName) ([]addonsv1alpha1.ObjectReference, error) {
+	logger := log.FromContext(ctx)
+	ordered := slices.Clone(refs)
+	slices.SortStableFunc(ordered, func(x, y addonsv1alpha1.ObjectReference) int {
+		return stageOf(y.Group, y.Kind) - stageOf(x.Group, x.Kind)
+	})
+	var (
+		done []addonsv1alpha1.ObjectReference
+		errs []error
+	)
+	for _, ref := range ordered {
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(ref.GroupVersionKind())
+		err := reader.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, live)
+		if apierrors.IsNotFound(err) {
+			done = append(done, ref)
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("reading %s: %w", ref, err))
+			continue
+		}
+		if !ownedBy(live.GetLabels(), kind, owner) {
+			logger.Info("Not deleting object that is no longer labelled as ours", "object", ref.String())
+			done = append(done, ref)
+			continue
+		}
+		err = c.Delete(ctx, live, client.PropagationPolicy("Background"), client.Preconditions{UID: ptrTo(live.GetUID())})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			errs = append(errs, fmt.Errorf("deleting %s: %w", ref, err))
+			continue
+		}
+		logger.Info("Deleted object", "object", ref.String())
+		done = append(done, ref)
+	}
+	return done, errors.Join(errs...)
+}
+
+// refOf returns the inventory reference of u.
+func refOf(u *unstructured.Unstructured) addonsv1alpha1.ObjectReference {
+	gvk := u.GroupVersionKind()
+	return addonsv1alpha1.ObjectReference{
+		Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind,
+		Namespace: u.GetNamespace(), Name: u.GetName(),
+	}
+}
+
+// sameObject compares references ignoring the API version, which may change between
+// package versions without making it another object.
+func sameObject(x, y addonsv1alpha1.ObjectReference) bool {
+	return x.Group == y.Group && x.Kind == y.Kind && x.Namespace == y.Namespace && x.Name == y.Name
+}
+
+// staleObjects returns the entries of previous that desired no longer contains.
+func staleObjects(previous, desired []addonsv1alpha1.ObjectReference) []addonsv1alpha1.ObjectReference {
+	var stale []addonsv1alpha1.ObjectReference
+	for _, p := range previous {
+		if !slices.ContainsFunc(desired, func(d addonsv1alpha1.ObjectReference) bool { return sameObject(p, d) }) {
+			stale = append(stale, p)
+		}
+	}
+	return stale
+}
+
+// mergeInventory returns desired plus the entries of extra it lacks. When applied is not
+// nil, desired entries count only if they were applied.
+func mergeInventory(extra, desired []addonsv1alpha1.ObjectReference,
+	applied map[addonsv1alpha1.ObjectReference]int64) []addonsv1alpha1.ObjectReference {
+	var out []addonsv1alpha1.ObjectReference
+	for _, d := range desired {
+		if _, ok := applied[d]; applied == nil || ok {
+			out = append(out, d)
+		}
+	}
+	for _, e := range extra {
+		if !slices.ContainsFunc(out, func(o addonsv1alpha1.ObjectReference) bool { return sameObject(o, e) }) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func ptrTo[T any](v T) *T { return &v }

@@ -1,0 +1,398 @@
+// Package engine is the shared reconcile engine of kaddons. Every add-on controller
+// declares its kind, its typed-field transforms and the kinds of its children in a
+// Definition; everything else (resolving and rendering packages, server-side apply,
+// prune, drift, health, status, events and deletion) happens here, once for all add-ons.
+//
+// The engine runs KDP's declarative.Reconciler as its frame and plugs into its extension
+// points: a channels-based ManifestController, object transforms, and a staged
+// server-side-apply Applier with an inventory. Around KDP's Reconcile it adds what KDP
+// lacks: a finalizer for cluster-scoped children, named phases with their own failure
+// reasons, terminal errors for bad input, and status written by patch.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative"
+
+	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	"github.com/kaddons/kaddons/controllers/channels"
+)
+
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Definition declares one add-on to the engine. It is the only add-on-specific input.
+type Definition struct {
+	// Prototype is an empty object of the add-on's kind, for example &CoreDNS{}.
+	Prototype addonsv1alpha1.Addon
+	// Children lists every kind the add-on's packages contain. The engine watches these
+	// kinds (through the shared, label-filtered cache) to undo drift and follow health,
+	// and refuses to apply a package that contains any other kind.
+	Children []schema.GroupVersionKind
+	// Transforms are the add-on's typed-field transforms. They run after kustomize and
+	// before the user's patches, so a patch can still override them.
+	Transforms []ObjectTransform
+}
+
+// Options are the settings every add-on controller shares.
+type Options struct {
+	// Source resolves and renders the channel packages.
+	Source *channels.Source
+	// MaxConcurrentReconciles bounds the parallel reconciles of each add-on controller.
+	MaxConcurrentReconciles int
+}
+
+// DefaultMaxConcurrentReconciles is the per-controller concurrency when Options leaves it unset.
+const DefaultMaxConcurrentReconciles = 4
+
+// Reconciler reconciles one add-on kind through the shared phases.
+type Reconciler struct {
+	def      Definition
+	gvk      schema.GroupVersionKind
+	name     string
+	client   client.Client
+	reader   client.Reader
+	source   *channels.Source
+	recorder events.EventRecorder
+	kdp      declarative.Reconciler
+	opts     Options
+}
+
+// New builds the reconciler of def without registering any watch, so tests can drive
+// Reconcile directly. SetupWithManager registers the controller.
+func New(mgr ctrl.Manager, def Definition, opts Options) (*Reconciler, error) {
+	if opts.Source == nil {
+		return nil, errors.New("engine options need a channels Source")
+	}
+	gvk, err := apiutil.GVKForObject(def.Prototype, mgr.GetScheme())
+	if err != nil {
+		return nil, fmt.Errorf("add-on prototype %T is not registered: %w", def.Prototype, err)
+	}
+	r := &Reconciler{
+		def:      def,
+		gvk:      gvk,
+		name:     strings.ToLower(gvk.Kind),
+		client:   mgr.GetClient(),
+		reader:   mgr.GetAPIReader(),
+		source:   opts.Source,
+		recorder: mgr.GetEventRecorder("kaddons-" + strings.ToLower(gvk.Kind)),
+		opts:     opts,
+	}
+	kdpOptions := []declarative.ReconcilerOption{
+		declarative.WithManifestController(channels.ManifestController{Source: opts.Source}),
+		declarative.WithObjectTransform(def.Transforms...),
+		declarative.WithObjectTransform(ApplyPatches, setNamespace(mgr.GetRESTMapper())),
+		declarative.WithLabels(r.labels),
+		declarative.WithOwner(declarative.SourceAsOwner),
+		declarative.WithApplier(NewApplier(mgr.GetClient(), mgr.GetAPIReader())),
+	}
+	if err := r.kdp.InitWithName(mgr, def.Prototype, r.name, kdpOptions...); err != nil {
+		return nil, fmt.Errorf("initialising the KDP reconciler for %s: %w", gvk.Kind, err)
+	}
+	return r, nil
+}
+
+// SetupWithManager registers the controller: it watches the add-on kind and, through the
+// shared cache, every child kind, mapping child events back to their add-on by label.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	concurrency := r.opts.MaxConcurrentReconciles
+	if concurrency <= 0 {
+		concurrency = DefaultMaxConcurrentReconciles
+	}
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named(r.name).
+		For(r.def.Prototype, builder.WithPredicates(specOrDeletionChanged())).
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency})
+	for _, gvk := range r.def.Children {
+		child := &unstructured.Unstructured{}
+		child.SetGroupVersionKind(gvk)
+		b = b.Watches(child, handler.EnqueueRequestsFromMapFunc(r.mapChild))
+	}
+	return b.Complete(r)
+}
+
+// CacheOptions restricts the manager's cache, for every child kind of defs, to objects
+// that kaddons manages, so memory does not grow with unrelated objects in the cluster.
+// Managed fields are stripped from everything cached.
+func CacheOptions(defs ...Definition) cache.Options {
+	selector := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue})
+	byObject := map[client.Object]cache.ByObject{}
+	seen := map[schema.GroupVersionKind]bool{}
+	for _, def := range defs {
+		for _, gvk := range def.Children {
+			if seen[gvk] {
+				continue
+			}
+			seen[gvk] = true
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(gvk)
+			byObject[u] = cache.ByObject{Label: selector}
+		}
+	}
+	return cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()}
+}
+
+// specOrDeletionChanged passes add-on events that can change what to apply: a new
+// generation, changed annotations or labels, or the start of deletion. Status writes,
+// including the engine's own, do not trigger a reconcile.
+func specOrDeletionChanged() predicate.Predicate {
+	return predicate.Or(
+		predicate.GenerationChangedPredicate{},
+		predicate.AnnotationChangedPredicate{},
+		predicate.LabelChangedPredicate{},
+		predicate.Funcs{
+			UpdateFunc: func(e event.UpdateEvent) bool {
+				return e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
+			},
+		},
+	)
+}
+
+// mapChild maps a child's event to its add-on through the instance labels.
+func (r *Reconciler) mapChild(_ context.Context, o client.Object) []reconcile.Request {
+	l := o.GetLabels()
+	if l[LabelManagedBy] != ManagedByValue || l[LabelKind] != r.name || l[LabelName] == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: l[LabelNamespace], Name: l[LabelName]}}}
+}
+
+// labels is the KDP LabelMaker: the instance labels of the add-on.
+func (r *Reconciler) labels(_ context.Context, o declarative.DeclarativeObject) map[string]string {
+	return instanceLabels(r.gvk.Kind, types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()})
+}
+
+func (r *Reconciler) newObject() addonsv1alpha1.Addon {
+	obj := r.def.Prototype.DeepCopyObject().(addonsv1alpha1.Addon)
+	obj.GetObjectKind().SetGroupVersionKind(r.gvk)
+	return obj
+}
+
+// Reconcile runs the phases for one add-on and writes its status once, by patch, when
+// it changed.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+	obj := r.newObject()
+	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	obj.GetObjectKind().SetGroupVersionKind(r.gvk)
+
+	if !obj.GetDeletionTimestamp().IsZero() {
+		return r.reconcileDelete(ctx, obj)
+	}
+	if !controllerutil.ContainsFinalizer(obj, Finalizer) {
+		base := obj.DeepCopyObject().(client.Object)
+		controllerutil.AddFinalizer(obj, Finalizer)
+		if err := r.client.Patch(ctx, obj, client.MergeFrom(base)); err != nil {
+			return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
+		}
+		obj.GetObjectKind().SetGroupVersionKind(r.gvk)
+	}
+
+	original := obj.DeepCopyObject().(addonsv1alpha1.Addon)
+	st := &reconcileState{addon: obj}
+	defer func() {
+		if err := r.patchStatus(ctx, original, obj); err != nil {
+			retErr = errors.Join(retErr, err)
+		}
+		r.recordEvents(original, obj, st)
+	}()
+
+	for _, p := range r.phases() {
+		done, err := p.run(ctx, st)
+		if err != nil {
+			log.FromContext(ctx).V(1).Info("Phase stopped the reconcile", "phase", p.name, "error", err.Error())
+			return ctrl.Result{}, err
+		}
+		if done {
+			break
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+// phase is one named step of a reconcile. It returns done to end the reconcile early
+// without an error.
+type phase struct {
+	name string
+	run  func(ctx context.Context, st *reconcileState) (done bool, err error)
+}
+
+// phases lists the reconcile steps in order.
+func (r *Reconciler) phases() []phase {
+	return []phase{
+		{name: "resolve", run: r.resolve},
+		{name: "render", run: r.render},
+		{name: "apply", run: r.apply},
+		{name: "health", run: r.health},
+	}
+}
+
+// resolve picks the package version. A bad version or channel is terminal: it is
+// reported and not retried until the spec changes.
+func (r *Reconciler) resolve(_ context.Context, st *reconcileState) (bool, error) {
+	resolved, err := r.source.Resolve(st.addon.ComponentName(), st.addon.CommonSpec())
+	if err != nil {
+		markStalled(st.addon.GetAddonStatus(), st.addon.GetGeneration(), channels.ReasonOf(err), err.Error())
+		return true, reconcile.TerminalError(err)
+	}
+	st.resolved = resolved
+	return false, nil
+}
+
+// render builds the package and runs the transforms through KDP. Errors caused by the
+// spec or the package (a bad patch, a kind the controller does not watch) are terminal.
+func (r *Reconciler) render(ctx context.Context, st *reconcileState) (bool, error) {
+	name := types.NamespacedName{Namespace: st.addon.GetNamespace(), Name: st.addon.GetName()}
+	objects, err := r.kdp.BuildDeploymentObjects(ctx, name, st.addon)
+	if err != nil {
+		var ce *channels.Error
+		if errors.As(err, &ce) {
+			markStalled(st.addon.GetAddonStatus(), st.addon.GetGeneration(), ce.Reason, ce.Error())
+			return true, reconcile.TerminalError(err)
+		}
+		markFailed(st.addon.GetAddonStatus(), st.addon.GetGeneration(), addonsv1alpha1.ReasonRenderFailed, err.Error())
+		return true, fmt.Errorf("rendering %s %s: %w", r.gvk.Kind, st.resolved.Version, err)
+	}
+	for _, o := range objects.Items {
+		if !r.watches(o.GroupVersionKind()) {
+			err := &channels.Error{Reason: addonsv1alpha1.ReasonRenderFailed,
+				Message: fmt.Sprintf("package %s/%s contains %s %s, a kind the %s controller does not manage",
+					st.resolved.Addon, st.resolved.Version, o.Kind, o.GetName(), r.gvk.Kind)}
+			markStalled(st.addon.GetAddonStatus(), st.addon.GetGeneration(), err.Reason, err.Message)
+			return true, reconcile.TerminalError(err)
+		}
+	}
+	st.objects = objects
+	return false, nil
+}
+
+// watches reports whether gvk is one of the add-on's declared children.
+func (r *Reconciler) watches(gvk schema.GroupVersionKind) bool {
+	for _, c := range r.def.Children {
+		if c == gvk {
+			return true
+		}
+	}
+	return false
+}
+
+// apply runs KDP's Reconcile, whose applier is the engine's staged server-side apply
+// with inventory prune. Its outcome comes back through the reconcile state.
+func (r *Reconciler) apply(ctx context.Context, st *reconcileState) (bool, error) {
+	status := st.addon.GetAddonStatus()
+	generation := st.addon.GetGeneration()
+	name := types.NamespacedName{Namespace: st.addon.GetNamespace(), Name: st.addon.GetName()}
+	_, err := r.kdp.Reconcile(withState(ctx, st), reconcile.Request{NamespacedName: name})
+	if st.inventory != nil {
+		status.Inventory = st.inventory
+	}
+	switch {
+	case st.applyErr != nil:
+		markFailed(status, generation, addonsv1alpha1.ReasonApplyFailed,
+			fmt.Sprintf("applying %s failed: %s", st.applyFailedObject, rootMessage(st.applyErr)))
+		return true, st.applyErr
+	case st.pruneErr != nil:
+		markFailed(status, generation, addonsv1alpha1.ReasonPruneFailed, st.pruneErr.Error())
+		return true, st.pruneErr
+	case err != nil || !st.applyCalled:
+		if err == nil {
+			err = errors.New("the manifests were not applied")
+		}
+		markFailed(status, generation, addonsv1alpha1.ReasonApplyFailed, err.Error())
+		return true, err
+	}
+	if status.AppliedVersion != st.resolved.Version || status.ObservedGeneration != generation || status.LastAppliedTime == nil {
+		now := metav1.NewTime(time.Now().Truncate(time.Second))
+		status.LastAppliedTime = &now
+	}
+	status.AppliedVersion = st.resolved.Version
+	return false, nil
+}
+
+// health reads every child from the cache and computes kstatus. Ready turns True only
+// when every child is current for the generation that was just applied.
+func (r *Reconciler) health(ctx context.Context, st *reconcileState) (bool, error) {
+	status := st.addon.GetAddonStatus()
+	generation := st.addon.GetGeneration()
+	h, err := checkHealth(ctx, r.client, st.inventory, st.applied)
+	if err != nil {
+		markFailed(status, generation, addonsv1alpha1.ReasonHealthCheckFailed, err.Error())
+		return true, err
+	}
+	if !h.ready() {
+		markProgressing(status, generation, addonsv1alpha1.ReasonChildrenNotReady, h.message())
+		return true, nil
+	}
+	markReady(status, generation, fmt.Sprintf("%s %s is ready (%d objects)", st.resolved.Addon, st.resolved.Version, len(st.inventory)))
+	return true, nil
+}
+
+// reconcileDelete removes every child in the inventory, cluster-scoped ones included, in
+// reverse apply order, then releases the finalizer. Children already gone are skipped.
+func (r *Reconciler) reconcileDelete(ctx context.Context, obj addonsv1alpha1.Addon) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(obj, Finalizer) {
+		return ctrl.Result{}, nil
+	}
+	owner := types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}
+	inventory := obj.GetAddonStatus().Inventory
+	if _, err := deleteObjects(ctx, r.client, r.reader, inventory, r.gvk.Kind, owner); err != nil {
+		original := obj.DeepCopyObject().(addonsv1alpha1.Addon)
+		markDeleting(obj.GetAddonStatus(), obj.GetGeneration(), "deleting children: "+err.Error())
+		return ctrl.Result{}, errors.Join(err, r.patchStatus(ctx, original, obj))
+	}
+	base := obj.DeepCopyObject().(client.Object)
+	controllerutil.RemoveFinalizer(obj, Finalizer)
+	if err := r.client.Patch(ctx, obj, client.MergeFrom(base)); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	log.FromContext(ctx).Info("Deleted add-on and its children", "objects", len(inventory))
+	return ctrl.Result{}, nil
+}
+
+// patchStatus writes the status when it differs from original.
+func (r *Reconciler) patchStatus(ctx context.Context, original, obj addonsv1alpha1.Addon) error {
+	if equality.Semantic.DeepEqual(original.GetAddonStatus(), obj.GetAddonStatus()) {
+		return nil
+	}
+	if err := r.client.Status().Patch(ctx, obj, client.MergeFrom(original)); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	return nil
+}
+
+// rootMessage returns the innermost error message, which for API errors is the API
+// server's own explanation.
+func rootMessage(err error) string {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err.Error()
+		}
+		err = next
+	}
+}

@@ -1,0 +1,64 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+)
+
+// Event reasons the engine records on add-ons.
+const (
+	// EventApplied is recorded when a version is applied for the first time.
+	EventApplied = "Applied"
+	// EventUpgraded is recorded when the applied version changes.
+	EventUpgraded = "Upgraded"
+	// EventPruned is recorded when objects that left the manifests are deleted.
+	EventPruned = "Pruned"
+	// EventReady is recorded when the add-on becomes Ready.
+	EventReady = "Ready"
+)
+
+// recordEvents records an event for each transition between the status before and after
+// a reconcile. Only transitions are recorded, so a failure that repeats on every retry
+// produces one event, not a flood.
+func (r *Reconciler) recordEvents(before, after addonsv1alpha1.Addon, st *reconcileState) {
+	oldStatus, newStatus := before.GetAddonStatus(), after.GetAddonStatus()
+	if newStatus.AppliedVersion != oldStatus.AppliedVersion {
+		if oldStatus.AppliedVersion == "" {
+			r.event(after, corev1.EventTypeNormal, EventApplied, "Apply", "Applied %s %s", st.resolved.Addon, newStatus.AppliedVersion)
+		} else {
+			r.event(after, corev1.EventTypeNormal, EventUpgraded, "Apply", "Changed %s from %s to %s",
+				st.resolved.Addon, oldStatus.AppliedVersion, newStatus.AppliedVersion)
+		}
+	}
+	if len(st.pruned) > 0 {
+		names := make([]string, 0, len(st.pruned))
+		for _, p := range st.pruned {
+			names = append(names, p.String())
+		}
+		r.event(after, corev1.EventTypeNormal, EventPruned, "Prune", "Deleted objects that left the manifests: %s",
+			strings.Join(names, ", "))
+	}
+
+	oldReady := meta.FindStatusCondition(oldStatus.Conditions, addonsv1alpha1.ConditionReady)
+	newReady := meta.FindStatusCondition(newStatus.Conditions, addonsv1alpha1.ConditionReady)
+	if newReady == nil || (oldReady != nil && oldReady.Status == newReady.Status && oldReady.Reason == newReady.Reason) {
+		return
+	}
+	switch {
+	case newReady.Status == "True":
+		r.event(after, corev1.EventTypeNormal, EventReady, "Reconcile", "%s", newReady.Message)
+	case meta.IsStatusConditionTrue(newStatus.Conditions, addonsv1alpha1.ConditionStalled),
+		meta.IsStatusConditionTrue(newStatus.Conditions, addonsv1alpha1.ConditionDegraded):
+		r.event(after, corev1.EventTypeWarning, newReady.Reason, "Reconcile", "%s", newReady.Message)
+	}
+}
+
+// event records one event on the add-on.
+func (r *Reconciler) event(obj addonsv1alpha1.Addon, eventType, reason, action, format string, args ...any) {
+	r.recorder.Eventf(obj, nil, eventType, reason, action, "%s", fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,118 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative/pkg/manifest"
+)
+
+// Helpers for the typed-field transforms of add-on controllers.
+
+// FindObject returns the rendered object of kind and name, or nil.
+func FindObject(objects *manifest.Objects, kind, name string) *manifest.Object {
+	for _, o := range objects.Items {
+		if o.Kind == kind && o.GetName() == name {
+			return o
+		}
+	}
+	return nil
+}
+
+// MustFindObject returns the rendered object of kind and name, or an error naming it: a
+// typed field whose target is missing from the package is a packaging bug to report.
+func MustFindObject(objects *manifest.Objects, kind, name string) (*manifest.Object, error) {
+	if o := FindObject(objects, kind, name); o != nil {
+		return o, nil
+	}
+	return nil, fmt.Errorf("the package has no %s %q to apply the add-on's fields to", kind, name)
+}
+
+// ToUnstructuredValue converts a typed API value (a struct, slice or map) into the
+// generic form that unstructured objects hold, dropping empty fields.
+func ToUnstructuredValue(v any) (any, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var out any
+	if err := json.Unmarshal(data, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// MutateContainer calls fn with the container of the given name in o's pod template.
+func MutateContainer(o *manifest.Object, container string, fn func(c map[string]any) error) error {
+	found := false
+	err := o.MutateContainers(func(c map[string]any) error {
+		if c["name"] != container {
+			return nil
+		}
+		found = true
+		return fn(c)
+	})
+	if err != nil {
+		return err
+	}
+	if !found {
+		return fmt.Errorf("%s %s has no container %q", o.Kind, o.GetName(), container)
+	}
+	return nil
+}
+
+// PodFields are the workload settings most add-ons expose as typed fields. Nil or empty
+// fields leave the package's values alone.
+type PodFields struct {
+	// Replicas replaces spec.replicas.
+	Replicas *int32
+	// Resources replaces the container's resources.
+	Resources *corev1.ResourceRequirements
+	// NodeSelector replaces the pod template's node selector.
+	NodeSelector map[string]string
+	// Tolerations are added to the pod template's tolerations.
+	Tolerations []corev1.Toleration
+}
+
+// ApplyPodFields applies f to the workload o, whose main container is container.
+func ApplyPodFields(o *manifest.Object, container string, f PodFields) error {
+	if f.Replicas != nil {
+		if err := o.SetNestedField(int64(*f.Replicas), "spec", "replicas"); err != nil {
+			return err
+		}
+	}
+	if f.Resources != nil {
+		resources, err := ToUnstructuredValue(f.Resources)
+		if err != nil {
+			return err
+		}
+		if err := MutateContainer(o, container, func(c map[string]any) error {
+			c["resources"] = resources
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	if len(f.NodeSelector) == 0 && len(f.Tolerations) == 0 {
+		return nil
+	}
+	return o.MutatePodSpec(func(spec map[string]any) error {
+		if len(f.NodeSelector) > 0 {
+			selector := map[string]any{}
+			for k, v := range f.NodeSelector {
+				selector[k] = v
+			}
+			spec["nodeSelector"] = selector
+		}
+		if len(f.Tolerations) > 0 {
+			extra, err := ToUnstructuredValue(f.Tolerations)
+			if err != nil {
+				return err
+			}
+			existing, _ := spec["tolerations"].([]any)
+			spec["tolerations"] = append(existing, extra.([]any)...)
+		}
+		return nil
+	})
+}

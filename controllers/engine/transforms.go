@@ -1,0 +1,213 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/client-go/kubernetes/scheme"
+	addonv1alpha1 "sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/addon/pkg/apis/v1alpha1"
+	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative"
+	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative/pkg/manifest"
+
+	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	"github.com/kaddons/kaddons/controllers/channels"
+)
+
+// ObjectTransform is KDP's object transform: it edits the rendered objects of one add-on.
+type ObjectTransform = declarative.ObjectTransform
+
+// ApplyPatches applies the add-on's spec.patches to the rendered objects. Unlike KDP's
+// ApplyPatches it refuses a patch that is malformed or that matches no object, so a typo
+// in a patch is reported instead of silently ignored.
+func ApplyPatches(_ context.Context, obj declarative.DeclarativeObject, objects *manifest.Objects) error {
+	patchable, ok := obj.(addonv1alpha1.Patchable)
+	if !ok {
+		return nil
+	}
+	for i, raw := range patchable.PatchSpec().Patches {
+		patch, err := parsePatch(i, raw)
+		if err != nil {
+			return err
+		}
+		matched := false
+		for j, o := range objects.Items {
+			if !patchMatches(patch, o) {
+				continue
+			}
+			patched, err := applyPatch(o.UnstructuredObject(), patch)
+			if err != nil {
+				return &channels.Error{Reason: addonsv1alpha1.ReasonInvalidPatch,
+					Message: fmt.Sprintf("patches[%d] (%s %s) cannot be applied", i, patch.GetKind(), patch.GetName()), Err: err}
+			}
+			newObj, err := manifest.NewObject(patched)
+			if err != nil {
+				return err
+			}
+			objects.Items[j] = newObj
+			matched = true
+		}
+		if !matched {
+			return &channels.Error{Reason: addonsv1alpha1.ReasonPatchTargetNotFound,
+				Message: fmt.Sprintf("patches[%d] targets %s %s (%s), which the package does not contain",
+					i, patch.GetKind(), patch.GetName(), patch.GetAPIVersion())}
+		}
+	}
+	return nil
+}
+
+// parsePatch decodes patch i and checks that it names its target.
+func parsePatch(i int, raw *runtime.RawExtension) (*unstructured.Unstructured, error) {
+	invalid := func(format string, args ...any) error {
+		return &channels.Error{Reason: addonsv1alpha1.ReasonInvalidPatch,
+			Message: fmt.Sprintf("patches[%d] ", i) + fmt.Sprintf(format, args...)}
+	}
+	if raw == nil || len(bytes.TrimSpace(raw.Raw)) == 0 {
+		return nil, invalid("is empty")
+	}
+	var content map[string]any
+	if err := json.Unmarshal(raw.Raw, &content); err != nil {
+		return nil, invalid("is not an object: %v", err)
+	}
+	patch := &unstructured.Unstructured{Object: content}
+	switch {
+	case patch.GetAPIVersion() == "":
+		return nil, invalid("has no apiVersion")
+	case patch.GetKind() == "":
+		return nil, invalid("has no kind")
+	case patch.GetName() == "":
+		return nil, invalid("has no metadata.name")
+	}
+	return patch, nil
+}
+
+// patchMatches reports whether patch targets o. A patch without a namespace matches the
+// object of that name in whatever namespace the add-on renders to.
+func patchMatches(patch *unstructured.Unstructured, o *manifest.Object) bool {
+	if patch.GroupVersionKind() != o.GroupVersionKind() || patch.GetName() != o.GetName() {
+		return false
+	}
+	return patch.GetNamespace() == "" || patch.GetNamespace() == o.GetNamespace()
+}
+
+// applyPatch merges patch into base: strategic merge for kinds with a Go schema, JSON
+// merge patch for the rest.
+func applyPatch(base, patch *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	baseJSON, err := base.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	patchJSON, err := patch.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	var merged []byte
+	if typed, err := scheme.Scheme.New(base.GroupVersionKind()); err == nil {
+		merged, err = strategicpatch.StrategicMergePatch(baseJSON, patchJSON, typed)
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		merged, err = jsonMergePatch(baseJSON, patchJSON)
+		if err != nil {
+			return nil, err
+		}
+	}
+	out := &unstructured.Unstructured{}
+	if err := out.UnmarshalJSON(merged); err != nil {
+		return nil, err
+	}
+	// A patch must not rename or move its target.
+	out.SetName(base.GetName())
+	out.SetNamespace(base.GetNamespace())
+	return out, nil
+}
+
+// jsonMergePatch applies an RFC 7386 merge patch.
+func jsonMergePatch(base, patch []byte) ([]byte, error) {
+	var b, p any
+	if err := json.Unmarshal(base, &b); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(patch, &p); err != nil {
+		return nil, err
+	}
+	return json.Marshal(mergeValue(b, p))
+}
+
+func mergeValue(base, patch any) any {
+	pm, ok := patch.(map[string]any)
+	if !ok {
+		return patch
+	}
+	bm, ok := base.(map[string]any)
+	if !ok {
+		bm = map[string]any{}
+	}
+	for k, v := range pm {
+		if v == nil {
+			delete(bm, k)
+			continue
+		}
+		bm[k] = mergeValue(bm[k], v)
+	}
+	return bm
+}
+
+// setNamespace returns a transform that moves every namespaced object into the add-on's
+// namespace, and points ServiceAccount subjects of (Cluster)RoleBindings at it.
+func setNamespace(mapper meta.RESTMapper) ObjectTransform {
+	return func(_ context.Context, obj declarative.DeclarativeObject, objects *manifest.Objects) error {
+		ns := obj.GetNamespace()
+		serviceAccounts := map[string]bool{}
+		for _, o := range objects.Items {
+			if o.Kind == "ServiceAccount" && o.Group == "" {
+				serviceAccounts[o.GetName()] = true
+			}
+		}
+		for _, o := range objects.Items {
+			gvk := o.GroupVersionKind()
+			mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+			if err != nil {
+				return fmt.Errorf("looking up %s: %w", gvk, err)
+			}
+			if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+				if err := o.SetNamespace(ns); err != nil {
+					return err
+				}
+			}
+			if gvk.Group == "rbac.authorization.k8s.io" && (gvk.Kind == "RoleBinding" || gvk.Kind == "ClusterRoleBinding") {
+				if err := rebindSubjects(o, serviceAccounts, ns); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+}
+
+// rebindSubjects points the ServiceAccount subjects that name an account of the package
+// at namespace ns.
+func rebindSubjects(o *manifest.Object, serviceAccounts map[string]bool, ns string) error {
+	u := o.UnstructuredObject()
+	subjects, found, err := unstructured.NestedSlice(u.Object, "subjects")
+	if err != nil || !found {
+		return err
+	}
+	for i, s := range subjects {
+		subject, ok := s.(map[string]any)
+		if !ok || subject["kind"] != "ServiceAccount" {
+			continue
+		}
+		if name, _ := subject["name"].(string); serviceAccounts[name] {
+			subject["namespace"] = ns
+			subjects[i] = subject
+		}
+	}
+	return o.SetNestedSlice(subjects, "subjects")
+}
