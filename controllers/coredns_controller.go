@@ -40,7 +40,8 @@ const (
 // CoreDNSDefinition declares the CoreDNS add-on to the shared engine.
 func CoreDNSDefinition() engine.Definition {
 	return engine.Definition{
-		Prototype: &addonsv1alpha1.CoreDNS{},
+		Prototype:     &addonsv1alpha1.CoreDNS{},
+		HomeNamespace: "kube-system",
 		Children: []schema.GroupVersionKind{
 			corev1.SchemeGroupVersion.WithKind("ServiceAccount"),
 			corev1.SchemeGroupVersion.WithKind("ConfigMap"),

@@ -71,6 +71,8 @@ install_stages() {
   rm -rf "${CACHE}/kwok-stages.tmp"
   cp -r "${dir}/kustomize/stage" "${CACHE}/kwok-stages.tmp"
   chmod -R u+w "${CACHE}/kwok-stages.tmp"
+  # Only the YAML: a stray _test.go under bin/ would join the main module's packages.
+  find "${CACHE}/kwok-stages.tmp" -type f ! -name '*.yaml' -delete
   mv "${CACHE}/kwok-stages.tmp" "${CACHE}/kwok-stages"
 }
 

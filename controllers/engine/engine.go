@@ -53,6 +53,9 @@ type Definition struct {
 	// kinds (through the shared, label-filtered cache) to undo drift and follow health,
 	// and refuses to apply a package that contains any other kind.
 	Children []schema.GroupVersionKind
+	// HomeNamespace is the namespace the add-on usually runs in (kube-system for CoreDNS).
+	// Instances elsewhere get namespace-suffixed names for their cluster-scoped RBAC.
+	HomeNamespace string
 	// Transforms are the add-on's typed-field transforms. They run after kustomize and
 	// before the user's patches, so a patch can still override them.
 	Transforms []ObjectTransform
@@ -105,7 +108,7 @@ func New(mgr ctrl.Manager, def Definition, opts Options) (*Reconciler, error) {
 	kdpOptions := []declarative.ReconcilerOption{
 		declarative.WithManifestController(channels.ManifestController{Source: opts.Source}),
 		declarative.WithObjectTransform(def.Transforms...),
-		declarative.WithObjectTransform(ApplyPatches, setNamespace(mgr.GetRESTMapper())),
+		declarative.WithObjectTransform(ApplyPatches, setNamespace(mgr.GetRESTMapper(), def.HomeNamespace)),
 		declarative.WithLabels(r.labels),
 		declarative.WithOwner(declarative.SourceAsOwner),
 		declarative.WithApplier(NewApplier(mgr.GetClient(), mgr.GetAPIReader())),

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/kubernetes/scheme"
 	addonv1alpha1 "sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/addon/pkg/apis/v1alpha1"
@@ -160,11 +161,16 @@ func mergeValue(base, patch any) any {
 }
 
 // setNamespace returns a transform that moves every namespaced object into the add-on's
-// namespace, and points ServiceAccount subjects of (Cluster)RoleBindings at it.
-func setNamespace(mapper meta.RESTMapper) ObjectTransform {
+// namespace and points ServiceAccount subjects of (Cluster)RoleBindings at it.
+//
+// Outside the add-on's home namespace (for CoreDNS, kube-system) it also suffixes the
+// names of cluster-scoped RBAC objects with the namespace, so that instances in different
+// namespaces do not fight over one ClusterRole.
+func setNamespace(mapper meta.RESTMapper, home string) ObjectTransform {
 	return func(_ context.Context, obj declarative.DeclarativeObject, objects *manifest.Objects) error {
 		ns := obj.GetNamespace()
 		serviceAccounts := map[string]bool{}
+		renamed := map[string]string{}
 		for _, o := range objects.Items {
 			if o.Kind == "ServiceAccount" && o.Group == "" {
 				serviceAccounts[o.GetName()] = true
@@ -176,13 +182,25 @@ func setNamespace(mapper meta.RESTMapper) ObjectTransform {
 			if err != nil {
 				return fmt.Errorf("looking up %s: %w", gvk, err)
 			}
-			if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+			switch {
+			case mapping.Scope.Name() == meta.RESTScopeNameNamespace:
 				if err := o.SetNamespace(ns); err != nil {
 					return err
 				}
+			case ns != home && isClusterRBAC(gvk):
+				name := o.GetName() + "-" + ns
+				if o.Kind == "ClusterRole" {
+					renamed[o.GetName()] = name
+				}
+				if err := o.SetName(name); err != nil {
+					return err
+				}
 			}
-			if gvk.Group == "rbac.authorization.k8s.io" && (gvk.Kind == "RoleBinding" || gvk.Kind == "ClusterRoleBinding") {
-				if err := rebindSubjects(o, serviceAccounts, ns); err != nil {
+		}
+		for _, o := range objects.Items {
+			gvk := o.GroupVersionKind()
+			if gvk.Group == rbacGroup && (gvk.Kind == "RoleBinding" || gvk.Kind == "ClusterRoleBinding") {
+				if err := rebind(o, serviceAccounts, renamed, ns); err != nil {
 					return err
 				}
 			}
@@ -191,10 +209,25 @@ func setNamespace(mapper meta.RESTMapper) ObjectTransform {
 	}
 }
 
-// rebindSubjects points the ServiceAccount subjects that name an account of the package
-// at namespace ns.
-func rebindSubjects(o *manifest.Object, serviceAccounts map[string]bool, ns string) error {
+const rbacGroup = "rbac.authorization.k8s.io"
+
+// isClusterRBAC reports whether gvk is a ClusterRole or ClusterRoleBinding.
+func isClusterRBAC(gvk schema.GroupVersionKind) bool {
+	return gvk.Group == rbacGroup && (gvk.Kind == "ClusterRole" || gvk.Kind == "ClusterRoleBinding")
+}
+
+// rebind points the ServiceAccount subjects that name an account of the package at
+// namespace ns, and a roleRef to a renamed ClusterRole at its new name.
+func rebind(o *manifest.Object, serviceAccounts map[string]bool, renamed map[string]string, ns string) error {
 	u := o.UnstructuredObject()
+	if kind, _, _ := unstructured.NestedString(u.Object, "roleRef", "kind"); kind == "ClusterRole" {
+		name, _, _ := unstructured.NestedString(u.Object, "roleRef", "name")
+		if newName, ok := renamed[name]; ok {
+			if err := o.SetNestedField(newName, "roleRef", "name"); err != nil {
+				return err
+			}
+		}
+	}
 	subjects, found, err := unstructured.NestedSlice(u.Object, "subjects")
 	if err != nil || !found {
 		return err
