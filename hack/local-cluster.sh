@@ -190,26 +190,32 @@ stop_component() {
   rm -f "${PIDS}/${name}.pid"
 }
 
-# kill_strays kills processes of ours (a component binary whose command line refers to
-# this state folder) that no pid file accounts for, e.g. after an interrupted `up`.
-kill_strays() {
-  local f pid cmd argv0 name recorded
+# find_strays prints "<name> <pid>" for each process of ours (a component binary whose
+# command line refers to this state folder) that no pid file accounts for, e.g. one left
+# behind by an interrupted `up` or a lost pid file.
+find_strays() {
+  local f pid cmd argv0 name
   for f in $(grep -laF "${STATE_DIR}/" /proc/[0-9]*/cmdline 2>/dev/null || true); do
     pid=${f#/proc/}
     pid=${pid%/cmdline}
-    [[ ${pid} != "$$" ]] || continue
     cmd=$(cmdline_of "${pid}")
     [[ -n ${cmd} && ${cmd} == *"${STATE_DIR}/"* ]] || continue
     argv0=${cmd%% *}
     for name in "${COMPONENTS[@]}"; do
-      [[ ${argv0##*/} == "${name}" ]] || continue
-      recorded=$(pid_of "${name}")
-      if [[ ${recorded} != "${pid}" ]]; then
-        log "killing stray ${name} (pid ${pid}) left over from an earlier run"
-        stop_pid "${pid}" "${name}"
+      if [[ ${argv0##*/} == "${name}" && $(pid_of "${name}") != "${pid}" ]]; then
+        echo "${name} ${pid}"
       fi
     done
   done
+}
+
+# is_our_process tells whether pid $1 is any component of this state folder.
+is_our_process() {
+  local name
+  for name in "${COMPONENTS[@]}"; do
+    is_ours "$1" "${name}" && return 0
+  done
+  return 1
 }
 
 # start_component launches component $1 with arguments $2.. in the background, in its own
@@ -235,7 +241,7 @@ start_component() {
     fi
     sleep 0.05
   done
-  fail_with_log "${name}" "${name} did not start"
+  fail_with_log "${name}" "${name} exited right after starting"
 }
 
 # fail_with_log reports that component $1 failed with message $2, shows the end of its log
@@ -257,7 +263,7 @@ expect_alive() {
 
 # cleanup_failed_up stops what this `up` started, when it did not finish.
 cleanup_failed_up() {
-  local rc=$? i
+  local rc=$? i name
   [[ ${UP_DONE:-0} == 1 ]] && return 0
   if [[ ${#STARTED[@]} -gt 0 ]]; then
     log "up failed; stopping what it started: ${STARTED[*]}"
@@ -265,6 +271,9 @@ cleanup_failed_up() {
       stop_component "${STARTED[i]}"
     done
   fi
+  for name in "${COMPONENTS[@]}"; do
+    running "${name}" || rm -f "${PIDS}/${name}.pid"
+  done
   exit "${rc}"
 }
 
@@ -279,10 +288,16 @@ port_in_use() {
 # check_port fails with a clear message if port $1 (overridable with env var $2, used by
 # component $3) is taken.
 check_port() {
-  local port=$1 var=$2 what=$3 owner=""
+  local port=$1 var=$2 what=$3 owner="" pids pid ours=0
   port_in_use "${port}" || return 0
   if command -v ss >/dev/null 2>&1; then
     owner=$(ss -Hltnp "( sport = :${port} )" 2>/dev/null | grep -o 'users:(.*)' | head -n 1 || true)
+    # A stray of ours holding the port is fine: it is stopped before anything starts.
+    pids=$(grep -o 'pid=[0-9]*' <<<"${owner}" | cut -d= -f2 || true)
+    for pid in ${pids}; do
+      if is_our_process "${pid}"; then ours=1; else ours=0; break; fi
+    done
+    [[ ${ours} == 0 ]] || return 0
   fi
   die "port ${port} (needed by ${what}) is already in use${owner:+ by ${owner}}; stop that process or choose another port with ${var}=<port>"
 }
@@ -418,7 +433,7 @@ start_etcd() {
 # wait_etcd waits until etcd reports itself healthy.
 wait_etcd() {
   local deadline=$((SECONDS + TIMEOUT))
-  until curl -fsS --max-time 2 "http://127.0.0.1:${ETCD_PORT}/health" 2>/dev/null | grep -q '"health":"true"'; do
+  until [[ $(curl -fsS --max-time 2 "http://127.0.0.1:${ETCD_PORT}/health" 2>/dev/null || true) == *'"health":"true"'* ]]; do
     expect_alive etcd
     ((SECONDS < deadline)) || fail_with_log etcd "etcd was not healthy within ${TIMEOUT}s"
     sleep 0.5
@@ -452,7 +467,7 @@ wait_apiserver() {
     --key "${PKI}/admin.key" "${APISERVER_URL}/readyz" 2>/dev/null || true) == ok ]]; do
     expect_alive kube-apiserver
     ((SECONDS < deadline)) || fail_with_log kube-apiserver "kube-apiserver was not ready within ${TIMEOUT}s"
-    sleep 1
+    sleep 0.5
   done
 }
 
@@ -501,6 +516,13 @@ start_kwok() {
     --node-lease-duration-seconds=40
 }
 
+# release_node_leases deletes the node Leases, held by a kwok that no longer runs (kwok
+# holds them under a per-process identity). The new kwok would otherwise leave those nodes
+# and their pods alone until the old Leases expire (40s).
+release_node_leases() {
+  kc delete lease --namespace=kube-node-lease --ignore-not-found "${NODE_NAMES[@]}" >/dev/null
+}
+
 # create_nodes creates the fake Node objects that do not exist yet. Taints are left to
 # Kubernetes: admission adds node.kubernetes.io/not-ready and the node lifecycle
 # controller removes it once kwok reports the node Ready.
@@ -541,9 +563,14 @@ EOF
   done
 }
 
-# nodes_ready tells whether every fake node is Ready and has no not-ready/unreachable taint.
+# nodes_ready tells whether every fake node is Ready, has no not-ready/unreachable taint
+# and has its Lease (which only the running kwok creates, see release_node_leases).
 nodes_ready() {
-  local out name ready taints seen=0
+  local out name ready taints seen=0 leases
+  leases=$(kc get lease --namespace=kube-node-lease -o 'jsonpath={.items[*].metadata.name}' 2>/dev/null) || return 1
+  for name in "${NODE_NAMES[@]}"; do
+    [[ " ${leases} " == *" ${name} "* ]] || return 1
+  done
   out=$(kc get nodes -o 'jsonpath={range .items[*]}{.metadata.name}{"|"}{.status.conditions[?(@.type=="Ready")].status}{"|"}{.spec.taints[*].key}{"\n"}{end}' 2>/dev/null) || return 1
   while IFS='|' read -r name ready taints; do
     [[ " ${NODE_NAMES[*]} " == *" ${name} "* ]] || continue
@@ -564,7 +591,31 @@ wait_nodes() {
       kc get nodes -o 'custom-columns=NAME:.metadata.name,TAINTS:.spec.taints[*].key' >&2 || true
       fail_with_log kwok "nodes were not Ready without not-ready taint within ${TIMEOUT}s (also check ${LOGS}/kube-controller-manager.log)"
     fi
-    sleep 1
+    sleep 0.5
+  done
+}
+
+# wait_controller_manager waits until the controller manager started at $1 (UTC, RFC 3339)
+# has synced its caches and runs its controllers: its node lifecycle controller then
+# emits a RegisteredNode event for every node.
+wait_controller_manager() {
+  local since=$1 deadline=$((SECONDS + TIMEOUT)) out name ts seen all
+  while true; do
+    out=$(kc get events --namespace=default --field-selector=reason=RegisteredNode \
+      -o 'jsonpath={range .items[*]}{.involvedObject.name}{"|"}{.lastTimestamp}{"\n"}{end}' 2>/dev/null) || out=""
+    seen=" "
+    while IFS='|' read -r name ts; do
+      if [[ -n ${name} && ! ${ts} < ${since} ]]; then seen+="${name} "; fi
+    done <<<"${out}"
+    all=1
+    for name in "${NODE_NAMES[@]}"; do
+      [[ ${seen} == *" ${name} "* ]] || all=0
+    done
+    [[ ${all} == 0 ]] || return 0
+    expect_alive kube-controller-manager
+    ((SECONDS < deadline)) ||
+      fail_with_log kube-controller-manager "kube-controller-manager did not register the nodes within ${TIMEOUT}s"
+    sleep 0.5
   done
 }
 
@@ -572,14 +623,13 @@ wait_nodes() {
 # Commands
 
 cmd_up() {
-  local start=${SECONDS} name to_start=()
+  local start=${SECONDS} name to_start=() restart=() strays sname pid i
   mkdir -p "${STATE_DIR}" "${LOGS}" "${PIDS}"
   touch "${MARKER}"
   STATE_DIR=$(cd "${STATE_DIR}" && pwd -P)
   set_paths
   lock_state
 
-  kill_strays
   for name in "${COMPONENTS[@]}"; do
     if running "${name}"; then
       continue
@@ -588,7 +638,8 @@ cmd_up() {
     rm -f "${PIDS}/${name}.pid"
     to_start+=("${name}")
   done
-  if [[ ${#to_start[@]} -eq 0 ]]; then
+  strays=$(find_strays)
+  if [[ ${#to_start[@]} -eq 0 && -z ${strays} ]]; then
     log "already running (state: ${STATE_DIR})"
     KUBECTL=$(kubectl_bin) || die "kubectl not found"
     cmd_status
@@ -606,7 +657,30 @@ cmd_up() {
     esac
   done
 
+  # Whatever depends on a component that (re)starts is restarted too: after the apiserver
+  # comes back, the clients' watches can sit in client-go's retry backoff for tens of
+  # seconds (they hit it while RBAC was not ready yet), which delays every controller.
+  if [[ " ${to_start[*]} " == *" etcd "* ]]; then
+    restart=("${COMPONENTS[@]:1}")
+  elif [[ " ${to_start[*]} " == *" kube-apiserver "* ]]; then
+    restart=(kube-controller-manager kube-scheduler kwok)
+  fi
+
   resolve_binaries
+  # Stop what is restarted and the strays, dependents first (the apiserver hangs on TERM
+  # when etcd is already gone).
+  for ((i = ${#COMPONENTS[@]} - 1; i >= 0; i--)); do
+    name=${COMPONENTS[i]}
+    if [[ " ${restart[*]} " == *" ${name} "* ]] && running "${name}"; then
+      log "restarting ${name}, as a component it depends on restarts"
+      stop_component "${name}"
+    fi
+    while read -r sname pid; do
+      [[ ${sname} == "${name}" ]] || continue
+      log "killing stray ${name} (pid ${pid}) left over from an earlier run"
+      stop_pid "${pid}" "${name}"
+    done <<<"${strays}"
+  done
   KUBECTL=${BIN}/kubectl
   gen_pki
   save_settings
@@ -626,12 +700,21 @@ cmd_up() {
   running kube-apiserver || start_apiserver
   log "waiting for kube-apiserver /readyz on ${APISERVER_URL}"
   wait_apiserver
-  running kube-controller-manager || start_controller_manager
+  local kcm_since=""
+  if ! running kube-controller-manager; then
+    kcm_since=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+    start_controller_manager
+  fi
   running kube-scheduler || start_scheduler
-  running kwok || start_kwok
+  if ! running kwok; then
+    release_node_leases
+    start_kwok
+  fi
   create_nodes
   log "waiting for nodes ${NODE_NAMES[*]} to be Ready"
   wait_nodes
+  # Nodes that were Ready already prove nothing about a controller manager just started.
+  [[ -z ${kcm_since} ]] || wait_controller_manager "${kcm_since}"
 
   UP_DONE=1
   trap - EXIT INT TERM

@@ -12,6 +12,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -37,6 +38,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative"
+	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative/pkg/manifest"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/controllers/channels"
@@ -316,8 +318,7 @@ func (r *Reconciler) apply(ctx context.Context, st *reconcileState) (bool, error
 	}
 	switch {
 	case st.applyErr != nil:
-		markFailed(status, generation, addonsv1alpha1.ReasonApplyFailed,
-			fmt.Sprintf("applying %s failed: %s", st.applyFailedObject, rootMessage(st.applyErr)))
+		markFailed(status, generation, addonsv1alpha1.ReasonApplyFailed, st.applyErr.Error())
 		return true, st.applyErr
 	case st.pruneErr != nil:
 		markFailed(status, generation, addonsv1alpha1.ReasonPruneFailed, st.pruneErr.Error())
@@ -377,25 +378,32 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, obj addonsv1alpha1.Add
 	return ctrl.Result{}, nil
 }
 
-// patchStatus writes the status when it differs from original.
+// patchStatus writes the status when it differs from original. It sends the whole
+// status as a merge patch: a diff would leave out fields that keep their zero value, such
+// as KDP's required status.healthy on the first write.
 func (r *Reconciler) patchStatus(ctx context.Context, original, obj addonsv1alpha1.Addon) error {
 	if equality.Semantic.DeepEqual(original.GetAddonStatus(), obj.GetAddonStatus()) {
 		return nil
 	}
-	if err := r.client.Status().Patch(ctx, obj, client.MergeFrom(original)); err != nil {
-		return client.IgnoreNotFound(err)
+	body, err := json.Marshal(map[string]any{"status": obj.GetAddonStatus()})
+	if err != nil {
+		return err
+	}
+	if err := r.client.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, body)); err != nil {
+		return fmt.Errorf("writing status: %w", client.IgnoreNotFound(err))
 	}
 	return nil
 }
 
-// rootMessage returns the innermost error message, which for API errors is the API
-// server's own explanation.
-func rootMessage(err error) string {
-	for {
-		next := errors.Unwrap(err)
-		if next == nil {
-			return err.Error()
-		}
-		err = next
+// Render resolves and renders obj's package exactly as a reconcile would, without
+// touching the cluster. Golden tests and tools use it to show what would be applied.
+func (r *Reconciler) Render(ctx context.Context, obj addonsv1alpha1.Addon) (*manifest.Objects, error) {
+	st := &reconcileState{addon: obj}
+	if _, err := r.resolve(ctx, st); err != nil {
+		return nil, err
 	}
+	if _, err := r.render(ctx, st); err != nil {
+		return nil, err
+	}
+	return st.objects, nil
 }

@@ -108,9 +108,15 @@ func applyPatch(base, patch *unstructured.Unstructured) (*unstructured.Unstructu
 		return nil, err
 	}
 	var merged []byte
-	if typed, err := scheme.Scheme.New(base.GroupVersionKind()); err == nil {
+	typed, err := scheme.Scheme.New(base.GroupVersionKind())
+	if err == nil {
 		merged, err = strategicpatch.StrategicMergePatch(baseJSON, patchJSON, typed)
 		if err != nil {
+			return nil, err
+		}
+		// A strategic merge does not check types; decoding into the Go type does, so a
+		// patch like replicas: "three" is caught here rather than by the API server.
+		if err := json.Unmarshal(merged, typed); err != nil {
 			return nil, err
 		}
 	} else {

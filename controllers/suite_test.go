@@ -1,0 +1,135 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	"github.com/kaddons/kaddons/controllers/channels"
+	"github.com/kaddons/kaddons/controllers/engine"
+)
+
+// The suite runs every test against one real kube-apiserver and etcd (envtest, from the
+// binaries hack/toolchain.sh builds) and one manager with all add-on controllers, the way
+// main.go wires them. Each test works in a namespace of its own.
+var (
+	testScheme = runtime.NewScheme()
+	cfg        *rest.Config
+	// k8sClient reads and writes straight to the API server, never through a cache.
+	k8sClient client.Client
+	// testMgr is the running manager.
+	testMgr ctrl.Manager
+	// source is the channels directory of the repository.
+	source *channels.Source
+)
+
+func init() {
+	utilruntime.Must(clientgoscheme.AddToScheme(testScheme))
+	utilruntime.Must(addonsv1alpha1.AddToScheme(testScheme))
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(runSuite(m))
+}
+
+func runSuite(m *testing.M) int {
+	logf.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true), zap.Level(zapLevel())))
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run `make test`, which builds kube-apiserver and etcd with hack/toolchain.sh")
+		return 1
+	}
+	testEnv := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+	}
+	// envtest's default /24 runs out after about 253 Services.
+	testEnv.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.96.0.0/16")
+
+	var err error
+	cfg, err = testEnv.Start()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "starting envtest: %v\n", err)
+		return 1
+	}
+	defer func() {
+		if err := testEnv.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "stopping envtest: %v\n", err)
+		}
+	}()
+
+	k8sClient, err = client.New(cfg, client.Options{Scheme: testScheme})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "creating client: %v\n", err)
+		return 1
+	}
+
+	testMgr, err = ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 testScheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  engine.CacheOptions(Definitions()...),
+		Client:                 client.Options{Cache: &client.CacheOptions{Unstructured: true}},
+	})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "creating manager: %v\n", err)
+		return 1
+	}
+	source = channels.NewSource(filepath.Join("..", "channels"), channels.DefaultChannel)
+	if err := SetupWithManager(testMgr, engine.Options{Source: source}); err != nil {
+		fmt.Fprintf(os.Stderr, "setting up controllers: %v\n", err)
+		return 1
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- testMgr.Start(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			fmt.Fprintf(os.Stderr, "manager: %v\n", err)
+		}
+	}()
+	if !testMgr.GetCache().WaitForCacheSync(ctx) {
+		fmt.Fprintln(os.Stderr, "cache did not sync")
+		return 1
+	}
+	return m.Run()
+}
+
+// zapLevel keeps the suite's logs quiet unless KADDONS_TEST_VERBOSE is set.
+func zapLevel() zapcore.Level {
+	if os.Getenv("KADDONS_TEST_VERBOSE") != "" {
+		return zapcore.DebugLevel
+	}
+	return zapcore.ErrorLevel
+}
+
+// newNamespace creates a namespace of its own for one test and deletes it afterwards.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "kaddons-test-"}}
+	if err := k8sClient.Create(context.Background(), ns); err != nil {
+		t.Fatalf("creating namespace: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = k8sClient.Delete(context.Background(), ns)
+	})
+	return ns.Name
+}
