@@ -43,6 +43,7 @@ type flags struct {
 	probeAddr            string
 	enableLeaderElection bool
 	leaderElectionID     string
+	leaderElectionNS     string
 	secureMetrics        bool
 	enableHTTP2          bool
 	channelsDir          string
@@ -58,6 +59,8 @@ func main() {
 	flag.BoolVar(&f.enableLeaderElection, "leader-elect", false,
 		"Enable leader election for controller manager. Enabling this will ensure there is only one active controller manager.")
 	flag.StringVar(&f.leaderElectionID, "leader-election-id", "kaddons.addons.kaddons.dev", "The name of the leader election Lease.")
+	flag.StringVar(&f.leaderElectionNS, "leader-election-namespace", "",
+		"The namespace of the leader election Lease. Defaults to the manager's own namespace when it runs in a cluster.")
 	flag.BoolVar(&f.secureMetrics, "metrics-secure", true,
 		"If set, the metrics endpoint is served securely via HTTPS. Use --metrics-secure=false to use HTTP instead.")
 	flag.BoolVar(&f.enableHTTP2, "enable-http2", false, "If set, HTTP/2 will be enabled for the metrics server.")
@@ -112,6 +115,7 @@ func run(f flags) error {
 		HealthProbeBindAddress:        f.probeAddr,
 		LeaderElection:                f.enableLeaderElection,
 		LeaderElectionID:              f.leaderElectionID,
+		LeaderElectionNamespace:       f.leaderElectionNS,
 		LeaderElectionReleaseOnCancel: true,
 		Cache:                         engine.CacheOptions(controllers.Definitions()...),
 		Client:                        client.Options{Cache: &client.CacheOptions{Unstructured: true}},
