@@ -51,9 +51,7 @@ func markReady(s *addonsv1alpha1.AddonStatus, generation int64, message string) 
 func markProgressing(s *addonsv1alpha1.AddonStatus, generation int64, reason, message string) {
 	setCondition(s, generation, addonsv1alpha1.ConditionReady, metav1.ConditionFalse, reason, message)
 	setCondition(s, generation, addonsv1alpha1.ConditionProgressing, metav1.ConditionTrue, reason, message)
-	if !meta.IsStatusConditionTrue(s.Conditions, addonsv1alpha1.ConditionDegraded) {
-		setCondition(s, generation, addonsv1alpha1.ConditionDegraded, metav1.ConditionFalse, reason, message)
-	}
+	setCondition(s, generation, addonsv1alpha1.ConditionDegraded, metav1.ConditionFalse, reason, message)
 	meta.RemoveStatusCondition(&s.Conditions, addonsv1alpha1.ConditionStalled)
 	setCommon(s, generation, phaseProgressing)
 }

@@ -1,0 +1,198 @@
+package channels
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	addonv1alpha1 "sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/addon/pkg/apis/v1alpha1"
+
+	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+)
+
+// writeTree creates files (path -> content) under a temporary directory.
+func writeTree(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for path, content := range files {
+		full := filepath.Join(dir, path)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+const configMap = `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: demo
+data:
+  key: value
+`
+
+func testTree(t *testing.T) string {
+	return writeTree(t, map[string]string{
+		"stable":                                  "manifests:\n- name: demo\n  version: 1.0.0\n",
+		"rapid":                                   "manifests:\n- name: demo\n  version: 2.0.0\n- name: other\n  version: 1.0.0\n",
+		"broken":                                  "manifests:\n- version: 1.0.0\n",
+		"packages/demo/1.0.0/kustomization.yaml":  "resources:\n- configmap.yaml\n",
+		"packages/demo/1.0.0/configmap.yaml":      configMap,
+		"packages/demo/2.0.0/kustomization.yaml":  "resources:\n- configmap.yaml\n",
+		"packages/demo/2.0.0/configmap.yaml":      strings.Replace(configMap, "value", "two", 1),
+		"packages/demo/bad/kustomization.yaml":    "resources:\n- missing.yaml\n",
+		"packages/other/9.9.9/kustomization.yaml": "resources: []\n",
+	})
+}
+
+func TestResolve(t *testing.T) {
+	dir := testTree(t)
+	for _, tc := range []struct {
+		name           string
+		addon          string
+		defaultChannel string
+		spec           addonv1alpha1.CommonSpec
+		want           Resolved
+		reason         string
+		message        string
+	}{
+		{name: "version wins over channel", addon: "demo", spec: addonv1alpha1.CommonSpec{Version: "2.0.0", Channel: "stable"},
+			want: Resolved{Addon: "demo", Version: "2.0.0"}},
+		{name: "channel", addon: "demo", spec: addonv1alpha1.CommonSpec{Channel: "rapid"},
+			want: Resolved{Addon: "demo", Version: "2.0.0", Channel: "rapid"}},
+		{name: "default channel", addon: "demo",
+			want: Resolved{Addon: "demo", Version: "1.0.0", Channel: "stable"}},
+		{name: "operator default channel", addon: "demo", defaultChannel: "rapid",
+			want: Resolved{Addon: "demo", Version: "2.0.0", Channel: "rapid"}},
+		{name: "unknown version", addon: "demo", spec: addonv1alpha1.CommonSpec{Version: "3.0.0"},
+			reason: addonsv1alpha1.ReasonVersionNotFound, message: `demo has no version "3.0.0" (available: 1.0.0, 2.0.0, bad)`},
+		{name: "path in version", addon: "demo", spec: addonv1alpha1.CommonSpec{Version: "../demo/1.0.0"},
+			reason: addonsv1alpha1.ReasonInvalidVersion, message: `version "../demo/1.0.0" is not a valid version`},
+		{name: "dot dot version", addon: "demo", spec: addonv1alpha1.CommonSpec{Version: "1..0"},
+			reason: addonsv1alpha1.ReasonInvalidVersion},
+		{name: "unknown channel", addon: "demo", spec: addonv1alpha1.CommonSpec{Channel: "nightly"},
+			reason: addonsv1alpha1.ReasonChannelNotFound, message: `channel "nightly" does not exist (known channels: broken, rapid, stable)`},
+		{name: "packages is not a channel", addon: "demo", spec: addonv1alpha1.CommonSpec{Channel: "packages"},
+			reason: addonsv1alpha1.ReasonChannelNotFound},
+		{name: "channel path", addon: "demo", spec: addonv1alpha1.CommonSpec{Channel: "../stable"},
+			reason: addonsv1alpha1.ReasonChannelNotFound, message: `channel "../stable" is not a valid channel name`},
+		{name: "channel without the add-on", addon: "missing", spec: addonv1alpha1.CommonSpec{Channel: "rapid"},
+			reason: addonsv1alpha1.ReasonChannelNotFound, message: `channel "rapid" does not list missing`},
+		{name: "channel listing a missing package", addon: "other", spec: addonv1alpha1.CommonSpec{Channel: "rapid"},
+			reason: addonsv1alpha1.ReasonVersionNotFound, message: `other has no version "1.0.0" (available: 9.9.9)`},
+		{name: "invalid channel file", addon: "demo", spec: addonv1alpha1.CommonSpec{Channel: "broken"},
+			reason: addonsv1alpha1.ReasonChannelNotFound, message: "manifests[0] has no name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := NewSource(dir, tc.defaultChannel).Resolve(tc.addon, tc.spec)
+			if tc.reason == "" {
+				if err != nil {
+					t.Fatalf("Resolve: %v", err)
+				}
+				if got != tc.want {
+					t.Fatalf("Resolve = %+v, want %+v", got, tc.want)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Resolve = %+v, want a %s error", got, tc.reason)
+			}
+			if r := ReasonOf(err); r != tc.reason {
+				t.Errorf("reason = %s, want %s (%v)", r, tc.reason, err)
+			}
+			if !strings.Contains(err.Error(), tc.message) {
+				t.Errorf("error %q does not contain %q", err, tc.message)
+			}
+		})
+	}
+}
+
+func TestParseChannel(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		data    string
+		wantErr string
+	}{
+		{name: "valid", data: "manifests:\n- name: a\n  version: 1.0.0\n- name: b\n  version: 2.0.0\n"},
+		{name: "entry without name", data: "manifests:\n- version: 1.0.0\n", wantErr: "manifests[0] has no name"},
+		{name: "entry without version", data: "manifests:\n- name: a\n", wantErr: "manifests[0] (a) has no version"},
+		{name: "duplicate entry", data: "manifests:\n- name: a\n  version: 1\n- name: a\n  version: 2\n", wantErr: "manifests[1] lists a a second time"},
+		{name: "unknown field", data: "manifests:\n- name: a\n  verison: 1\n", wantErr: `unknown field "verison"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseChannel([]byte(tc.data))
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("ParseChannel: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("ParseChannel error = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestRenderCachesUntilAFileChanges(t *testing.T) {
+	dir := testTree(t)
+	s := NewSource(dir, "")
+	r := Resolved{Addon: "demo", Version: "1.0.0"}
+	first, err := s.Render(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(first, "key: value") {
+		t.Fatalf("rendered manifest lacks the ConfigMap data:\n%s", first)
+	}
+	// Rewrite the file with different content: the cache must notice.
+	path := filepath.Join(dir, "packages/demo/1.0.0/configmap.yaml")
+	if err := os.WriteFile(path, []byte(strings.Replace(configMap, "value", "changed!", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	second, err := s.Render(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(second, "key: changed!") {
+		t.Fatalf("render did not pick up the changed file:\n%s", second)
+	}
+}
+
+func TestRenderReportsBrokenPackage(t *testing.T) {
+	_, err := NewSource(testTree(t), "").Render(Resolved{Addon: "demo", Version: "bad"})
+	if err == nil {
+		t.Fatal("Render of a package listing a missing file succeeded")
+	}
+	if ReasonOf(err) != addonsv1alpha1.ReasonRenderFailed || !strings.Contains(err.Error(), "building package demo/bad") {
+		t.Fatalf("Render error = %v (reason %s)", err, ReasonOf(err))
+	}
+}
+
+func TestRepositoryChannelsResolve(t *testing.T) {
+	s := NewSource(filepath.Join("..", "..", "channels"), "")
+	for _, channel := range s.Channels() {
+		data, err := os.ReadFile(filepath.Join(s.Dir(), channel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch, err := ParseChannel(data)
+		if err != nil {
+			t.Fatalf("channel %s: %v", channel, err)
+		}
+		for _, e := range ch.Manifests {
+			r, err := s.Resolve(e.Name, addonv1alpha1.CommonSpec{Channel: channel})
+			if err != nil {
+				t.Errorf("channel %s: %v", channel, err)
+				continue
+			}
+			if _, err := s.Render(r); err != nil {
+				t.Errorf("channel %s: %v", channel, err)
+			}
+		}
+	}
+}
