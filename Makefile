@@ -164,3 +164,18 @@ mv $(1) $(1)-$(3) ;\
 } ;\
 ln -sf $$(realpath $(1)-$(3)) $(1)
 endef
+
+##@ Local cluster
+
+.PHONY: demo
+demo: ## Run kaddons on a local cluster (hack/local-cluster.sh): install, start the operator, apply the samples.
+	hack/demo.sh up
+
+.PHONY: demo-down
+demo-down: ## Stop the demo's operator and local cluster and delete their state.
+	hack/demo.sh down
+
+.PHONY: test-e2e
+test-e2e: ## Run the end-to-end suite against a local cluster of its own (test/e2e).
+	hack/toolchain.sh build
+	go test -tags e2e ./test/e2e/... -count=1 -timeout 30m -v

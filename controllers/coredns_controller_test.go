@@ -123,7 +123,7 @@ func TestCoreDNSCreate(t *testing.T) {
 	events := &corev1.EventList{}
 	g.Eventually(func(g Gomega) {
 		g.Expect(k8sClient.List(ctx, events, client.InNamespace(ns))).To(Succeed())
-		reasons := []string{}
+		reasons := make([]string, 0, len(events.Items))
 		for _, e := range events.Items {
 			reasons = append(reasons, e.Reason)
 		}

@@ -26,7 +26,7 @@ func expectGolden(t *testing.T, def engine.Definition, cr addonsv1alpha1.Addon, 
 	if err != nil {
 		t.Fatalf("rendering %s: %v", name, err)
 	}
-	var docs []string
+	docs := make([]string, 0, len(objects.Items))
 	for _, o := range objects.Items {
 		data, err := yaml.Marshal(o.UnstructuredObject().Object)
 		if err != nil {

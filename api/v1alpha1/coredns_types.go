@@ -113,5 +113,5 @@ func (c *CoreDNS) SetCommonStatus(s addonv1alpha1.CommonStatus) { c.Status.Commo
 func (c *CoreDNS) GetAddonStatus() *AddonStatus { return &c.Status.AddonStatus }
 
 func init() {
-	SchemeBuilder.Register(&CoreDNS{}, &CoreDNSList{})
+	register(&CoreDNS{}, &CoreDNSList{})
 }

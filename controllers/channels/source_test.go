@@ -121,7 +121,7 @@ func TestParseChannel(t *testing.T) {
 		{name: "entry without name", data: "manifests:\n- version: 1.0.0\n", wantErr: "manifests[0] has no name"},
 		{name: "entry without version", data: "manifests:\n- name: a\n", wantErr: "manifests[0] (a) has no version"},
 		{name: "duplicate entry", data: "manifests:\n- name: a\n  version: 1\n- name: a\n  version: 2\n", wantErr: "manifests[1] lists a a second time"},
-		{name: "unknown field", data: "manifests:\n- name: a\n  verison: 1\n", wantErr: `unknown field "verison"`},
+		{name: "unknown field", data: "manifests:\n- name: a\n  release: 1\n", wantErr: `unknown field "release"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseChannel([]byte(tc.data))

@@ -39,7 +39,7 @@ func stageOf(group, kind string) int {
 	case kind == "Namespace" && group == "":
 		return stageNamespaces
 	case group == "rbac.authorization.k8s.io",
-		group == "" && (kind == "ServiceAccount" || kind == "ConfigMap" || kind == "Secret" ||
+		group == "" && (kind == kindServiceAccount || kind == "ConfigMap" || kind == "Secret" ||
 			kind == "ResourceQuota" || kind == "LimitRange"),
 		group == "scheduling.k8s.io", group == "networking.k8s.io" && kind == "NetworkPolicy":
 		return stageConfig

@@ -178,7 +178,7 @@ func setNamespace(mapper meta.RESTMapper, home string) ObjectTransform {
 		serviceAccounts := map[string]bool{}
 		renamed := map[string]string{}
 		for _, o := range objects.Items {
-			if o.Kind == "ServiceAccount" && o.Group == "" {
+			if o.Kind == kindServiceAccount && o.Group == "" {
 				serviceAccounts[o.GetName()] = true
 			}
 		}
@@ -195,7 +195,7 @@ func setNamespace(mapper meta.RESTMapper, home string) ObjectTransform {
 				}
 			case ns != home && isClusterRBAC(gvk):
 				name := o.GetName() + "-" + ns
-				if o.Kind == "ClusterRole" {
+				if o.Kind == kindClusterRole {
 					renamed[o.GetName()] = name
 				}
 				if err := o.SetName(name); err != nil {
@@ -215,18 +215,22 @@ func setNamespace(mapper meta.RESTMapper, home string) ObjectTransform {
 	}
 }
 
-const rbacGroup = "rbac.authorization.k8s.io"
+const (
+	rbacGroup          = "rbac.authorization.k8s.io"
+	kindClusterRole    = "ClusterRole"
+	kindServiceAccount = "ServiceAccount"
+)
 
 // isClusterRBAC reports whether gvk is a ClusterRole or ClusterRoleBinding.
 func isClusterRBAC(gvk schema.GroupVersionKind) bool {
-	return gvk.Group == rbacGroup && (gvk.Kind == "ClusterRole" || gvk.Kind == "ClusterRoleBinding")
+	return gvk.Group == rbacGroup && (gvk.Kind == kindClusterRole || gvk.Kind == "ClusterRoleBinding")
 }
 
 // rebind points the ServiceAccount subjects that name an account of the package at
 // namespace ns, and a roleRef to a renamed ClusterRole at its new name.
 func rebind(o *manifest.Object, serviceAccounts map[string]bool, renamed map[string]string, ns string) error {
 	u := o.UnstructuredObject()
-	if kind, _, _ := unstructured.NestedString(u.Object, "roleRef", "kind"); kind == "ClusterRole" {
+	if kind, _, _ := unstructured.NestedString(u.Object, "roleRef", "kind"); kind == kindClusterRole {
 		name, _, _ := unstructured.NestedString(u.Object, "roleRef", "name")
 		if newName, ok := renamed[name]; ok {
 			if err := o.SetNestedField(newName, "roleRef", "name"); err != nil {
@@ -240,7 +244,7 @@ func rebind(o *manifest.Object, serviceAccounts map[string]bool, renamed map[str
 	}
 	for i, s := range subjects {
 		subject, ok := s.(map[string]any)
-		if !ok || subject["kind"] != "ServiceAccount" {
+		if !ok || subject["kind"] != kindServiceAccount {
 			continue
 		}
 		if name, _ := subject["name"].(string); serviceAccounts[name] {
