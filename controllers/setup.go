@@ -19,7 +19,13 @@ func Definitions() []engine.Definition {
 
 // SetupWithManager registers one controller per add-on with mgr.
 func SetupWithManager(mgr ctrl.Manager, opts engine.Options) error {
-	for _, def := range Definitions() {
+	defs := Definitions()
+	if opts.AddonKinds == nil {
+		for _, def := range defs {
+			opts.AddonKinds = append(opts.AddonKinds, def.Prototype)
+		}
+	}
+	for _, def := range defs {
 		r, err := engine.New(mgr, def, opts)
 		if err != nil {
 			return err

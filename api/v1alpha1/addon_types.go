@@ -13,9 +13,24 @@ type Addon interface {
 	addonv1alpha1.CommonObject
 	addonv1alpha1.Patchable
 
+	// GetAddonSpec returns the lifecycle settings shared by every add-on.
+	GetAddonSpec() *AddonSpec
 	// GetAddonStatus returns the add-on's status for the engine to fill in.
 	GetAddonStatus() *AddonStatus
 }
+
+// Annotations users put on add-ons and on their children.
+const (
+	// AnnotationPaused set to "true" on an add-on stops all applying and pruning for it.
+	AnnotationPaused = "addons.kaddons.dev/paused"
+	// AnnotationMode on a child changes how kaddons manages it: ensure-exists creates it
+	// when missing but never overwrites it; ignore leaves it alone entirely.
+	AnnotationMode = "addons.kaddons.dev/mode"
+	// ModeEnsureExists is the ensure-exists value of AnnotationMode.
+	ModeEnsureExists = "ensure-exists"
+	// ModeIgnore is the ignore value of AnnotationMode.
+	ModeIgnore = "ignore"
+)
 
 // AddonStatus is the status shared by every add-on kind.
 type AddonStatus struct {
@@ -32,6 +47,15 @@ type AddonStatus struct {
 	// appliedVersion is the package version whose manifests were last applied in full.
 	// +optional
 	AppliedVersion string `json:"appliedVersion,omitempty"`
+
+	// lastHealthyVersion is the last version that was applied and Ready; a failed
+	// upgrade rolls back to it.
+	// +optional
+	LastHealthyVersion string `json:"lastHealthyVersion,omitempty"`
+
+	// upgrade tracks a version change in progress, and the last one that failed.
+	// +optional
+	Upgrade *UpgradeStatus `json:"upgrade,omitempty"`
 
 	// lastAppliedTime is when the manifests were last applied in full.
 	// +optional
@@ -80,4 +104,88 @@ func (r ObjectReference) String() string {
 		return r.Kind + " " + r.Name
 	}
 	return r.Kind + " " + r.Namespace + "/" + r.Name
+}
+
+// AddonSpec holds the lifecycle settings every add-on kind shares.
+type AddonSpec struct {
+	// suspend stops all applying and pruning for this add-on while true, like the
+	// addons.kaddons.dev/paused annotation. What runs keeps running.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+
+	// upgrade controls health-gated upgrades.
+	// +optional
+	Upgrade *UpgradeSpec `json:"upgrade,omitempty"`
+
+	// dependsOn lists add-ons that must be Ready before this one is applied.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	DependsOn []AddonReference `json:"dependsOn,omitempty"`
+
+	// deletionPolicy says what happens to the children when the add-on is deleted:
+	// Delete removes them; Orphan leaves them running and removes only kaddons' labels,
+	// owner references and finalizer, to hand the add-on to another tool.
+	// +kubebuilder:validation:Enum=Delete;Orphan
+	// +kubebuilder:default=Delete
+	// +optional
+	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+}
+
+// DeletionPolicy says what deleting an add-on does to its children.
+type DeletionPolicy string
+
+const (
+	// DeletionPolicyDelete deletes every child with the add-on.
+	DeletionPolicyDelete DeletionPolicy = "Delete"
+	// DeletionPolicyOrphan leaves the children running, unlabelled and unowned.
+	DeletionPolicyOrphan DeletionPolicy = "Orphan"
+)
+
+// UpgradeSpec controls health-gated upgrades.
+type UpgradeSpec struct {
+	// timeout is how long a new version may take to become Ready before the upgrade
+	// counts as failed. Defaults to 10m.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('24h')",message="timeout must be a duration between 1s and 24h, such as 10m"
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// rollback re-applies the last healthy version when an upgrade fails. Defaults to true.
+	// +optional
+	Rollback *bool `json:"rollback,omitempty"`
+}
+
+// AddonReference names another add-on.
+type AddonReference struct {
+	// kind is the add-on's kind, e.g. CoreDNS.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Kind string `json:"kind"`
+	// name is the add-on's name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Name string `json:"name"`
+	// namespace is the add-on's namespace; defaults to this add-on's namespace.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// UpgradeStatus tracks a version change until it is healthy or has failed.
+type UpgradeStatus struct {
+	// version is the version being rolled out.
+	// +optional
+	Version string `json:"version,omitempty"`
+	// startedAt is when it was first applied.
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	// failedVersion is the last version that did not become Ready in time. kaddons does
+	// not apply it again until the spec changes.
+	// +optional
+	FailedVersion string `json:"failedVersion,omitempty"`
+	// failedGeneration is the add-on generation that asked for failedVersion.
+	// +optional
+	FailedGeneration int64 `json:"failedGeneration,omitempty"`
 }

@@ -22,6 +22,16 @@ const (
 	ReasonApplying = "Applying"
 	// ReasonChildrenNotReady means the manifests are applied but some children are not ready yet.
 	ReasonChildrenNotReady = "ChildrenNotReady"
+	// ReasonPaused means reconciliation is suspended by spec.suspend or the paused annotation.
+	ReasonPaused = "Paused"
+	// ReasonDependencyNotReady means an add-on in spec.dependsOn is missing or not Ready.
+	ReasonDependencyNotReady = "DependencyNotReady"
+	// ReasonDependencyCycle means spec.dependsOn forms a cycle.
+	ReasonDependencyCycle = "DependencyCycle"
+	// ReasonUpgradeFailed means a new version did not become Ready within the upgrade timeout.
+	ReasonUpgradeFailed = "UpgradeFailed"
+	// ReasonInvalidMode means a child carries an unknown addons.kaddons.dev/mode value.
+	ReasonInvalidMode = "InvalidMode"
 	// ReasonDeleting means the add-on is being deleted and its children are being removed.
 	ReasonDeleting = "Deleting"
 

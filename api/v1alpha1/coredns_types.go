@@ -15,6 +15,8 @@ type CoreDNSSpec struct {
 	// patches are strategic-merge patches (JSON merge patches for kinds without a schema)
 	// applied to the rendered objects they name by apiVersion, kind and metadata.name.
 	addonv1alpha1.PatchSpec `json:",inline"`
+	// suspend, upgrade, dependsOn and deletionPolicy are shared by every add-on.
+	AddonSpec `json:",inline"`
 
 	// dnsDomain is the cluster DNS domain that CoreDNS serves.
 	// +kubebuilder:default="cluster.local"
@@ -108,6 +110,9 @@ func (c *CoreDNS) GetCommonStatus() addonv1alpha1.CommonStatus { return c.Status
 
 // SetCommonStatus sets KDP's common status.
 func (c *CoreDNS) SetCommonStatus(s addonv1alpha1.CommonStatus) { c.Status.CommonStatus = s }
+
+// GetAddonSpec returns the lifecycle settings.
+func (c *CoreDNS) GetAddonSpec() *AddonSpec { return &c.Spec.AddonSpec }
 
 // GetAddonStatus returns the status the engine fills in.
 func (c *CoreDNS) GetAddonStatus() *AddonStatus { return &c.Status.AddonStatus }

@@ -295,16 +295,27 @@ type ManifestController struct {
 	Source *Source
 }
 
-// ResolveManifest resolves the add-on's package and returns its rendered manifest, keyed
-// by the package path.
-func (m ManifestController) ResolveManifest(_ context.Context, object runtime.Object) (map[string]string, error) {
+type resolvedKey struct{}
+
+// WithResolved returns a context that makes ManifestController render r instead of
+// resolving the add-on's spec again; the engine uses it to roll back to a healthy version.
+func WithResolved(ctx context.Context, r Resolved) context.Context {
+	return context.WithValue(ctx, resolvedKey{}, r)
+}
+
+// ResolveManifest resolves the add-on's package (or takes the one WithResolved put in
+// ctx) and returns its rendered manifest, keyed by the package path.
+func (m ManifestController) ResolveManifest(ctx context.Context, object runtime.Object) (map[string]string, error) {
 	obj, ok := object.(addonv1alpha1.CommonObject)
 	if !ok {
 		return nil, fmt.Errorf("%T does not implement CommonObject", object)
 	}
-	resolved, err := m.Source.Resolve(obj.ComponentName(), obj.CommonSpec())
-	if err != nil {
-		return nil, err
+	resolved, ok := ctx.Value(resolvedKey{}).(Resolved)
+	if !ok || resolved.Addon != obj.ComponentName() {
+		var err error
+		if resolved, err = m.Source.Resolve(obj.ComponentName(), obj.CommonSpec()); err != nil {
+			return nil, err
+		}
 	}
 	manifest, err := m.Source.Render(resolved)
 	if err != nil {

@@ -95,6 +95,14 @@ func (a *Applier) Apply(ctx context.Context, opts applier.ApplierOptions) error 
 	}
 
 	previous := st.addon.GetAddonStatus().Inventory
+	skip, err := a.handedOver(ctx, st, opts.Objects)
+	if err != nil {
+		st.modeErr = err
+		return err
+	}
+	for s := range stages {
+		stages[s] = slices.DeleteFunc(stages[s], func(o *manifest.Object) bool { return skip[refOf(o.UnstructuredObject())] })
+	}
 	for s := stageCRDs; s <= stageAPIEndpoints; s++ {
 		if err := a.applyStage(ctx, st, stages[s]); err != nil {
 			// Keep everything we may have created in the inventory, and prune nothing:
@@ -113,7 +121,9 @@ func (a *Applier) Apply(ctx context.Context, opts applier.ApplierOptions) error 
 	}
 	st.inventory = desired
 
-	stale := staleObjects(previous, desired)
+	stale := slices.DeleteFunc(staleObjects(previous, desired), func(ref addonsv1alpha1.ObjectReference) bool {
+		return a.ignored(ctx, ref)
+	})
 	owner := types.NamespacedName{Namespace: st.addon.GetNamespace(), Name: st.addon.GetName()}
 	kind := st.addon.GetObjectKind().GroupVersionKind().Kind
 	pruned, err := deleteObjects(ctx, a.client, a.reader, stale, kind, owner)
@@ -125,6 +135,56 @@ func (a *Applier) Apply(ctx context.Context, opts applier.ApplierOptions) error 
 		return err
 	}
 	return nil
+}
+
+// handedOver returns the objects kaddons must not write this time: those whose live copy
+// (or rendered manifest) carries mode ignore, and those with mode ensure-exists that
+// already exist. An unknown mode is an error naming the object.
+func (a *Applier) handedOver(ctx context.Context, st *reconcileState,
+	objects []*manifest.Object) (map[addonsv1alpha1.ObjectReference]bool, error) {
+	skip := map[addonsv1alpha1.ObjectReference]bool{}
+	st.live = map[addonsv1alpha1.ObjectReference]liveInfo{}
+	for _, o := range objects {
+		u := o.UnstructuredObject()
+		ref := refOf(u)
+		mode := u.GetAnnotations()[addonsv1alpha1.AnnotationMode]
+		exists := false
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(ref.GroupVersionKind())
+		err := a.client.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, live)
+		switch {
+		case err == nil:
+			exists = true
+			st.live[ref] = liveInfo{exists: true, resourceVersion: live.GetResourceVersion(), generation: live.GetGeneration()}
+			if m, ok := live.GetAnnotations()[addonsv1alpha1.AnnotationMode]; ok {
+				mode = m
+			}
+		case !apierrors.IsNotFound(err):
+			return nil, fmt.Errorf("reading %s: %w", ref, err)
+		}
+		switch mode {
+		case "":
+		case addonsv1alpha1.ModeIgnore:
+			skip[ref] = true
+		case addonsv1alpha1.ModeEnsureExists:
+			skip[ref] = exists
+		default:
+			return nil, fmt.Errorf("%s has annotation %s=%q; use %q or %q", ref, addonsv1alpha1.AnnotationMode, mode,
+				addonsv1alpha1.ModeEnsureExists, addonsv1alpha1.ModeIgnore)
+		}
+	}
+	return skip, nil
+}
+
+// ignored reports whether the live object carries mode ignore, which keeps kaddons from
+// pruning or deleting it.
+func (a *Applier) ignored(ctx context.Context, ref addonsv1alpha1.ObjectReference) bool {
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(ref.GroupVersionKind())
+	if err := a.client.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, live); err != nil {
+		return false
+	}
+	return live.GetAnnotations()[addonsv1alpha1.AnnotationMode] == addonsv1alpha1.ModeIgnore
 }
 
 // applyStage server-side applies one stage's objects with bounded concurrency.
@@ -155,6 +215,9 @@ func (a *Applier) applyStage(ctx context.Context, st *reconcileState, objects []
 				return
 			}
 			st.applied[ref] = u.GetGeneration()
+			if !st.inputsChanged && drifted(st.live[ref], u) {
+				st.drifted = append(st.drifted, ref)
+			}
 		}(o)
 	}
 	wg.Wait()
@@ -226,6 +289,20 @@ func deleteObjects(ctx context.Context, c client.Client, reader client.Reader, r
 		done = append(done, ref)
 	}
 	return done, errors.Join(errs...)
+}
+
+// drifted reports whether applying unchanged manifests changed the object: it was
+// missing, its spec generation moved, or (for kinds without a generation, such as
+// ConfigMaps) its resource version moved.
+func drifted(before liveInfo, after *unstructured.Unstructured) bool {
+	switch {
+	case !before.exists:
+		return true
+	case after.GetGeneration() != 0:
+		return after.GetGeneration() != before.generation
+	default:
+		return after.GetResourceVersion() != before.resourceVersion
+	}
 }
 
 // refOf returns the inventory reference of u.

@@ -81,3 +81,34 @@ func markDeleting(s *addonsv1alpha1.AddonStatus, generation int64, message strin
 	setCondition(s, generation, addonsv1alpha1.ConditionProgressing, metav1.ConditionTrue, addonsv1alpha1.ReasonDeleting, message)
 	setCommon(s, generation, phaseDeleting)
 }
+
+// phasePaused is the CommonStatus phase of a paused add-on.
+const phasePaused = "Paused"
+
+// pausedMessage explains a paused add-on.
+const pausedMessage = "reconciliation is paused by spec.suspend or the " + addonsv1alpha1.AnnotationPaused +
+	" annotation: nothing is applied or pruned"
+
+// markPaused records that reconciliation is suspended. Ready keeps its status, since
+// what runs keeps running, but its reason and message say Paused.
+func markPaused(s *addonsv1alpha1.AddonStatus, generation int64) {
+	status := metav1.ConditionUnknown
+	if ready := meta.FindStatusCondition(s.Conditions, addonsv1alpha1.ConditionReady); ready != nil {
+		status = ready.Status
+	}
+	setCondition(s, generation, addonsv1alpha1.ConditionReady, status, addonsv1alpha1.ReasonPaused, pausedMessage)
+	setCondition(s, generation, addonsv1alpha1.ConditionProgressing, metav1.ConditionFalse, addonsv1alpha1.ReasonPaused, pausedMessage)
+	s.Phase = phasePaused
+	s.ObservedGeneration = generation
+}
+
+// markWaiting records that the add-on waits for the add-ons it depends on.
+func markWaiting(s *addonsv1alpha1.AddonStatus, generation int64, message string) {
+	markProgressing(s, generation, addonsv1alpha1.ReasonDependencyNotReady, message)
+}
+
+// markDegraded sets Degraded alone, for an add-on that lost health or failed an upgrade
+// while the other conditions say what happens now.
+func markDegraded(s *addonsv1alpha1.AddonStatus, generation int64, reason, message string) {
+	setCondition(s, generation, addonsv1alpha1.ConditionDegraded, metav1.ConditionTrue, reason, message)
+}

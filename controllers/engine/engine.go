@@ -15,10 +15,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -69,6 +71,9 @@ type Options struct {
 	Source *channels.Source
 	// MaxConcurrentReconciles bounds the parallel reconciles of each add-on controller.
 	MaxConcurrentReconciles int
+	// AddonKinds lists an empty object of every add-on kind, so that an add-on is
+	// reconciled again when one it depends on changes.
+	AddonKinds []client.Object
 }
 
 // DefaultMaxConcurrentReconciles is the per-controller concurrency when Options leaves it unset.
@@ -137,6 +142,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		child.SetGroupVersionKind(gvk)
 		b = b.Watches(child, handler.EnqueueRequestsFromMapFunc(r.mapChild))
 	}
+	for _, kind := range r.opts.AddonKinds {
+		b = b.Watches(kind, handler.EnqueueRequestsFromMapFunc(r.mapDependents))
+	}
 	return b.Complete(r)
 }
 
@@ -200,6 +208,18 @@ func (r *Reconciler) newObject() addonsv1alpha1.Addon {
 // Reconcile runs the phases for one add-on and writes its status once, by patch, when
 // it changed.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+	start := time.Now()
+	defer func() {
+		result := resultSuccess
+		switch {
+		case errors.Is(retErr, reconcile.TerminalError(nil)):
+			result = resultTerminal
+		case retErr != nil:
+			result = resultError
+		}
+		reconcilesTotal.WithLabelValues(r.gvk.Kind, result).Inc()
+		reconcileDuration.WithLabelValues(r.gvk.Kind).Observe(time.Since(start).Seconds())
+	}()
 	obj := r.newObject()
 	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -225,8 +245,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 			retErr = errors.Join(retErr, err)
 		}
 		r.recordEvents(original, obj, st)
+		r.recordMetrics(obj, st)
 	}()
 
+	ctx = withState(ctx, st)
 	for _, p := range r.phases() {
 		done, err := p.run(ctx, st)
 		if err != nil {
@@ -237,7 +259,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 			break
 		}
 	}
-	return ctrl.Result{}, nil
+	return ctrl.Result{RequeueAfter: st.requeueAfter}, nil
 }
 
 // phase is one named step of a reconcile. It returns done to end the reconcile early
@@ -250,7 +272,9 @@ type phase struct {
 // phases lists the reconcile steps in order.
 func (r *Reconciler) phases() []phase {
 	return []phase{
+		{name: "gate", run: r.gate},
 		{name: "resolve", run: r.resolve},
+		{name: "pin-version", run: r.pinVersion},
 		{name: "render", run: r.render},
 		{name: "apply", run: r.apply},
 		{name: "health", run: r.health},
@@ -273,7 +297,7 @@ func (r *Reconciler) resolve(_ context.Context, st *reconcileState) (bool, error
 // spec or the package (a bad patch, a kind the controller does not watch) are terminal.
 func (r *Reconciler) render(ctx context.Context, st *reconcileState) (bool, error) {
 	name := types.NamespacedName{Namespace: st.addon.GetNamespace(), Name: st.addon.GetName()}
-	objects, err := r.kdp.BuildDeploymentObjects(ctx, name, st.addon)
+	objects, err := r.kdp.BuildDeploymentObjects(channels.WithResolved(ctx, st.resolved), name, st.addon)
 	if err != nil {
 		var ce *channels.Error
 		if errors.As(err, &ce) {
@@ -312,11 +336,16 @@ func (r *Reconciler) apply(ctx context.Context, st *reconcileState) (bool, error
 	status := st.addon.GetAddonStatus()
 	generation := st.addon.GetGeneration()
 	name := types.NamespacedName{Namespace: st.addon.GetNamespace(), Name: st.addon.GetName()}
-	_, err := r.kdp.Reconcile(withState(ctx, st), reconcile.Request{NamespacedName: name})
+	st.inputsChanged = status.ObservedGeneration != generation || status.AppliedVersion != st.resolved.Version ||
+		len(status.Inventory) == 0
+	_, err := r.kdp.Reconcile(channels.WithResolved(withState(ctx, st), st.resolved), reconcile.Request{NamespacedName: name})
 	if st.inventory != nil {
 		status.Inventory = st.inventory
 	}
 	switch {
+	case st.modeErr != nil:
+		markStalled(status, generation, addonsv1alpha1.ReasonInvalidMode, st.modeErr.Error())
+		return true, reconcile.TerminalError(st.modeErr)
 	case st.applyErr != nil:
 		markFailed(status, generation, addonsv1alpha1.ReasonApplyFailed, st.applyErr.Error())
 		return true, st.applyErr
@@ -335,6 +364,7 @@ func (r *Reconciler) apply(ctx context.Context, st *reconcileState) (bool, error
 		status.LastAppliedTime = &now
 	}
 	status.AppliedVersion = st.resolved.Version
+	trackUpgrade(status, st.resolved.Version, time.Now())
 	return false, nil
 }
 
@@ -349,11 +379,41 @@ func (r *Reconciler) health(ctx context.Context, st *reconcileState) (bool, erro
 		return true, err
 	}
 	if !h.ready() {
-		markProgressing(status, generation, addonsv1alpha1.ReasonChildrenNotReady, h.message())
+		wasReady := meta.IsStatusConditionTrue(status.Conditions, addonsv1alpha1.ConditionReady)
+		remaining, expired := r.upgradeExpired(st, time.Now())
+		switch {
+		case expired:
+			r.failUpgrade(st, h.message())
+		case remaining > 0:
+			markProgressing(status, generation, addonsv1alpha1.ReasonChildrenNotReady, h.message())
+			st.requeueAfter = remaining
+		default:
+			markProgressing(status, generation, addonsv1alpha1.ReasonChildrenNotReady, h.message())
+			if wasReady && status.ObservedGeneration == generation && st.wanted == "" {
+				markDegraded(status, generation, addonsv1alpha1.ReasonChildrenNotReady, "was Ready, now "+h.message())
+			}
+		}
+		if st.wanted != "" {
+			r.markRolledBack(st)
+		}
 		return true, nil
 	}
+	status.LastHealthyVersion = st.resolved.Version
+	trackUpgrade(status, st.resolved.Version, time.Now())
 	markReady(status, generation, fmt.Sprintf("%s %s is ready (%d objects)", st.resolved.Addon, st.resolved.Version, len(st.inventory)))
+	if st.wanted != "" {
+		r.markRolledBack(st)
+	}
 	return true, nil
+}
+
+// markRolledBack keeps Degraded with reason UpgradeFailed while a failed version is
+// pinned to the last healthy one.
+func (r *Reconciler) markRolledBack(st *reconcileState) {
+	status := st.addon.GetAddonStatus()
+	markDegraded(status, st.addon.GetGeneration(), addonsv1alpha1.ReasonUpgradeFailed,
+		fmt.Sprintf("upgrade to %s failed to become ready within %s; rolled back to %s. Change the spec to try again",
+			st.wanted, upgradeTimeout(st.addon), st.resolved.Version))
 }
 
 // reconcileDelete removes every child in the inventory, cluster-scoped ones included, in
@@ -364,7 +424,17 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, obj addonsv1alpha1.Add
 	}
 	owner := types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}
 	inventory := obj.GetAddonStatus().Inventory
-	if _, err := deleteObjects(ctx, r.client, r.reader, inventory, r.gvk.Kind, owner); err != nil {
+	var err error
+	if obj.GetAddonSpec().DeletionPolicy == addonsv1alpha1.DeletionPolicyOrphan {
+		err = r.orphan(ctx, obj, inventory)
+	} else {
+		applier := NewApplier(r.client, r.reader)
+		toDelete := slices.DeleteFunc(slices.Clone(inventory), func(ref addonsv1alpha1.ObjectReference) bool {
+			return applier.ignored(ctx, ref)
+		})
+		_, err = deleteObjects(ctx, r.client, r.reader, toDelete, r.gvk.Kind, owner)
+	}
+	if err != nil {
 		original := obj.DeepCopyObject().(addonsv1alpha1.Addon)
 		markDeleting(obj.GetAddonStatus(), obj.GetGeneration(), "deleting children: "+err.Error())
 		return ctrl.Result{}, errors.Join(err, r.patchStatus(ctx, original, obj))
@@ -374,8 +444,22 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, obj addonsv1alpha1.Add
 	if err := r.client.Patch(ctx, obj, client.MergeFrom(base)); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	forgetInstance(r.gvk.Kind, obj.GetNamespace(), obj.GetName())
 	log.FromContext(ctx).Info("Deleted add-on and its children", "objects", len(inventory))
 	return ctrl.Result{}, nil
+}
+
+// recordMetrics updates the per-instance gauges and the drift counter.
+func (r *Reconciler) recordMetrics(obj addonsv1alpha1.Addon, st *reconcileState) {
+	ready := 0.0
+	if meta.IsStatusConditionTrue(obj.GetAddonStatus().Conditions, addonsv1alpha1.ConditionReady) {
+		ready = 1
+	}
+	addonReadyGauge.WithLabelValues(r.gvk.Kind, obj.GetNamespace(), obj.GetName()).Set(ready)
+	managedObjects.WithLabelValues(r.gvk.Kind, obj.GetNamespace(), obj.GetName()).Set(float64(len(obj.GetAddonStatus().Inventory)))
+	if len(st.drifted) > 0 {
+		driftCorrections.WithLabelValues(r.gvk.Kind).Add(float64(len(st.drifted)))
+	}
 }
 
 // patchStatus writes the status when it differs from original. It sends the whole

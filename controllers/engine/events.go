@@ -20,6 +20,8 @@ const (
 	EventPruned = "Pruned"
 	// EventReady is recorded when the add-on becomes Ready.
 	EventReady = "Ready"
+	// EventDriftCorrected is recorded when kaddons re-applied children that drifted.
+	EventDriftCorrected = "DriftCorrected"
 )
 
 // recordEvents records an event for each transition between the status before and after
@@ -44,12 +46,23 @@ func (r *Reconciler) recordEvents(before, after addonsv1alpha1.Addon, st *reconc
 			strings.Join(names, ", "))
 	}
 
+	if len(st.drifted) > 0 {
+		names := make([]string, 0, len(st.drifted))
+		for _, d := range st.drifted {
+			names = append(names, d.String())
+		}
+		r.event(after, corev1.EventTypeNormal, EventDriftCorrected, "Apply", "Restored objects that drifted from the manifests: %s",
+			strings.Join(names, ", "))
+	}
+
 	oldReady := meta.FindStatusCondition(oldStatus.Conditions, addonsv1alpha1.ConditionReady)
 	newReady := meta.FindStatusCondition(newStatus.Conditions, addonsv1alpha1.ConditionReady)
 	if newReady == nil || (oldReady != nil && oldReady.Status == newReady.Status && oldReady.Reason == newReady.Reason) {
 		return
 	}
 	switch {
+	case newReady.Reason == addonsv1alpha1.ReasonPaused:
+		r.event(after, corev1.EventTypeNormal, EventPaused, "Reconcile", "%s", newReady.Message)
 	case newReady.Status == "True":
 		r.event(after, corev1.EventTypeNormal, EventReady, "Reconcile", "%s", newReady.Message)
 	case meta.IsStatusConditionTrue(newStatus.Conditions, addonsv1alpha1.ConditionStalled),

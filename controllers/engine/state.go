@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"time"
 
 	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative/pkg/manifest"
 
@@ -15,6 +16,11 @@ import (
 type reconcileState struct {
 	addon    addonsv1alpha1.Addon
 	resolved channels.Resolved
+	// wanted is the version the spec asks for when a failed upgrade pinned resolved to
+	// the last healthy version.
+	wanted string
+	// requeueAfter asks for another reconcile, e.g. when an upgrade's timeout runs out.
+	requeueAfter time.Duration
 	objects  *manifest.Objects
 
 	// applyCalled is set by the applier, so the engine knows KDP got as far as applying.
@@ -29,6 +35,14 @@ type reconcileState struct {
 	applyErr error
 	// applyFailedObject names the object whose apply failed.
 	applyFailedObject string
+	// live holds what the cache knew of each desired object before applying it.
+	live map[addonsv1alpha1.ObjectReference]liveInfo
+	// drifted lists the objects an apply changed although the add-on's inputs did not.
+	drifted []addonsv1alpha1.ObjectReference
+	// inputsChanged is true when the generation or version differs from the last apply.
+	inputsChanged bool
+	// modeErr is an unknown addons.kaddons.dev/mode annotation on a child.
+	modeErr error
 	// pruneErr is a failure to delete a pruned object.
 	pruneErr error
 }
@@ -42,4 +56,11 @@ func withState(ctx context.Context, st *reconcileState) context.Context {
 func stateFrom(ctx context.Context) *reconcileState {
 	st, _ := ctx.Value(stateKey{}).(*reconcileState)
 	return st
+}
+
+// liveInfo is the cached state of one child before an apply.
+type liveInfo struct {
+	exists          bool
+	resourceVersion string
+	generation      int64
 }

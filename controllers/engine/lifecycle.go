@@ -1,0 +1,312 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+)
+
+// DefaultUpgradeTimeout is how long a new version may take to become Ready when
+// spec.upgrade.timeout is not set.
+const DefaultUpgradeTimeout = 10 * time.Minute
+
+// Event reasons of the lifecycle features.
+const (
+	// EventRolledBack is recorded when a failed upgrade is rolled back.
+	EventRolledBack = "RolledBack"
+	// EventUpgradeFailed is recorded when an upgrade fails and rollback is disabled.
+	EventUpgradeFailed = "UpgradeFailed"
+	// EventPaused is recorded when reconciliation is suspended.
+	EventPaused = "Paused"
+	// EventOrphaned is recorded when an add-on is deleted with deletionPolicy Orphan.
+	EventOrphaned = "Orphaned"
+)
+
+// paused reports whether the user suspended reconciliation of obj.
+func paused(obj addonsv1alpha1.Addon) bool {
+	return obj.GetAddonSpec().Suspend || obj.GetAnnotations()[addonsv1alpha1.AnnotationPaused] == "true"
+}
+
+// gate stops the reconcile while the add-on is paused or its dependencies are not Ready.
+// Nothing is applied or pruned then; what runs keeps running.
+func (r *Reconciler) gate(ctx context.Context, st *reconcileState) (bool, error) {
+	status := st.addon.GetAddonStatus()
+	generation := st.addon.GetGeneration()
+	if paused(st.addon) {
+		markPaused(status, generation)
+		return true, nil
+	}
+	if len(st.addon.GetAddonSpec().DependsOn) == 0 {
+		return false, nil
+	}
+	self := addonKey{kind: r.gvk.Kind, namespace: st.addon.GetNamespace(), name: st.addon.GetName()}
+	if cycle := r.findCycle(ctx, self); cycle != nil {
+		msg := "spec.dependsOn forms a cycle: " + strings.Join(cycle, " -> ")
+		markStalled(status, generation, addonsv1alpha1.ReasonDependencyCycle, msg)
+		return true, reconcile.TerminalError(fmt.Errorf("%s", msg))
+	}
+	var waiting []string
+	for _, dep := range st.addon.GetAddonSpec().DependsOn {
+		key := r.dependencyKey(st.addon, dep)
+		u, err := r.getAddon(ctx, key)
+		switch {
+		case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
+			waiting = append(waiting, key.String()+": not found")
+		case err != nil:
+			return true, fmt.Errorf("reading dependency %s: %w", key, err)
+		default:
+			if ok, why := addonReady(u); !ok {
+				waiting = append(waiting, key.String()+": "+why)
+			}
+		}
+	}
+	if len(waiting) > 0 {
+		markWaiting(status, generation, "waiting for "+strings.Join(waiting, "; "))
+		return true, nil
+	}
+	return false, nil
+}
+
+// addonKey identifies an add-on of any kind.
+type addonKey struct{ kind, namespace, name string }
+
+// String formats the key as Kind namespace/name.
+func (k addonKey) String() string { return k.kind + " " + k.namespace + "/" + k.name }
+
+// dependencyKey resolves a dependsOn entry, defaulting its namespace to the add-on's.
+func (r *Reconciler) dependencyKey(obj addonsv1alpha1.Addon, dep addonsv1alpha1.AddonReference) addonKey {
+	ns := dep.Namespace
+	if ns == "" {
+		ns = obj.GetNamespace()
+	}
+	return addonKey{kind: dep.Kind, namespace: ns, name: dep.Name}
+}
+
+// getAddon reads any add-on kind of the kaddons API group from the cache.
+func (r *Reconciler) getAddon(ctx context.Context, key addonKey) (*unstructured.Unstructured, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(addonsv1alpha1.GroupVersion.WithKind(key.kind))
+	err := r.client.Get(ctx, types.NamespacedName{Namespace: key.namespace, Name: key.name}, u)
+	return u, err
+}
+
+// addonReady reports whether an add-on's Ready condition is True for its generation.
+func addonReady(u *unstructured.Unstructured) (bool, string) {
+	conditions, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conditions {
+		m, _ := c.(map[string]any)
+		if m["type"] != addonsv1alpha1.ConditionReady {
+			continue
+		}
+		if m["status"] == string(metav1.ConditionTrue) {
+			return true, ""
+		}
+		msg, _ := m["message"].(string)
+		return false, fmt.Sprintf("not Ready (%v: %s)", m["reason"], msg)
+	}
+	return false, "not Ready yet"
+}
+
+// findCycle follows dependsOn from start through the cache and returns the path of a
+// cycle that leads back to start, or nil.
+func (r *Reconciler) findCycle(ctx context.Context, start addonKey) []string {
+	visited := map[addonKey]bool{}
+	var walk func(k addonKey, path []string) []string
+	walk = func(k addonKey, path []string) []string {
+		u, err := r.getAddon(ctx, k)
+		if err != nil {
+			return nil
+		}
+		deps, _, _ := unstructured.NestedSlice(u.Object, "spec", "dependsOn")
+		for _, d := range deps {
+			m, _ := d.(map[string]any)
+			next := addonKey{namespace: k.namespace}
+			next.kind, _ = m["kind"].(string)
+			next.name, _ = m["name"].(string)
+			if ns, _ := m["namespace"].(string); ns != "" {
+				next.namespace = ns
+			}
+			if next == start {
+				return append(path, next.String())
+			}
+			if visited[next] {
+				continue
+			}
+			visited[next] = true
+			if cycle := walk(next, append(path, next.String())); cycle != nil {
+				return cycle
+			}
+		}
+		return nil
+	}
+	return walk(start, []string{start.String()})
+}
+
+// mapDependents maps an add-on event to the add-ons of this controller's kind that
+// depend on it, so they are re-evaluated when it becomes Ready.
+func (r *Reconciler) mapDependents(ctx context.Context, o client.Object) []reconcile.Request {
+	kind := o.GetObjectKind().GroupVersionKind().Kind
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(r.gvk.GroupVersion().WithKind(r.gvk.Kind + "List"))
+	if err := r.client.List(ctx, list); err != nil {
+		return nil
+	}
+	var requests []reconcile.Request
+	for _, item := range list.Items {
+		deps, _, _ := unstructured.NestedSlice(item.Object, "spec", "dependsOn")
+		for _, d := range deps {
+			m, _ := d.(map[string]any)
+			ns, _ := m["namespace"].(string)
+			if ns == "" {
+				ns = item.GetNamespace()
+			}
+			if m["kind"] == kind && m["name"] == o.GetName() && ns == o.GetNamespace() {
+				requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&item)})
+				break
+			}
+		}
+	}
+	return requests
+}
+
+// upgradeTimeout returns spec.upgrade.timeout or the default.
+func upgradeTimeout(obj addonsv1alpha1.Addon) time.Duration {
+	if u := obj.GetAddonSpec().Upgrade; u != nil && u.Timeout != nil && u.Timeout.Duration > 0 {
+		return u.Timeout.Duration
+	}
+	return DefaultUpgradeTimeout
+}
+
+// rollbackEnabled returns spec.upgrade.rollback, true by default.
+func rollbackEnabled(obj addonsv1alpha1.Addon) bool {
+	if u := obj.GetAddonSpec().Upgrade; u != nil && u.Rollback != nil {
+		return *u.Rollback
+	}
+	return true
+}
+
+// pinVersion keeps a failed upgrade rolled back: while the spec still asks for the
+// version that failed, the last healthy version is rendered instead.
+func (r *Reconciler) pinVersion(_ context.Context, st *reconcileState) (bool, error) {
+	status := st.addon.GetAddonStatus()
+	up := status.Upgrade
+	if up == nil || up.FailedVersion == "" {
+		return false, nil
+	}
+	if up.FailedVersion != st.resolved.Version || up.FailedGeneration != st.addon.GetGeneration() {
+		// The spec changed since the failure: try what it asks for now.
+		up.FailedVersion, up.FailedGeneration = "", 0
+		return false, nil
+	}
+	if rollbackEnabled(st.addon) && status.LastHealthyVersion != "" && status.LastHealthyVersion != st.resolved.Version {
+		st.wanted = st.resolved.Version
+		st.resolved.Version = status.LastHealthyVersion
+	}
+	return false, nil
+}
+
+// trackUpgrade records when a version that is not yet known to be healthy was first
+// applied, so the health phase can tell when its upgrade timeout runs out.
+func trackUpgrade(status *addonsv1alpha1.AddonStatus, version string, now time.Time) {
+	if version == status.LastHealthyVersion {
+		if status.Upgrade != nil {
+			status.Upgrade.Version, status.Upgrade.StartedAt = "", nil
+		}
+		return
+	}
+	if status.Upgrade == nil {
+		status.Upgrade = &addonsv1alpha1.UpgradeStatus{}
+	}
+	if status.Upgrade.Version != version || status.Upgrade.StartedAt == nil {
+		t := metav1.NewTime(now.Truncate(time.Second))
+		status.Upgrade.Version, status.Upgrade.StartedAt = version, &t
+	}
+}
+
+// upgradeExpired decides what happens when children are not ready. It returns how long
+// to wait before checking again, or zero when the upgrade just failed (and was handled).
+func (r *Reconciler) upgradeExpired(st *reconcileState, now time.Time) (time.Duration, bool) {
+	status := st.addon.GetAddonStatus()
+	up := status.Upgrade
+	if up == nil || up.StartedAt == nil || up.Version != st.resolved.Version || status.LastHealthyVersion == "" {
+		return 0, false
+	}
+	remaining := upgradeTimeout(st.addon) - now.Sub(up.StartedAt.Time)
+	if remaining > 0 {
+		return remaining, false
+	}
+	return 0, true
+}
+
+// failUpgrade records a failed upgrade and, unless disabled, asks for a rollback.
+func (r *Reconciler) failUpgrade(st *reconcileState, notReady string) {
+	status := st.addon.GetAddonStatus()
+	generation := st.addon.GetGeneration()
+	failed := st.resolved.Version
+	status.Upgrade.FailedVersion, status.Upgrade.FailedGeneration = failed, generation
+	status.Upgrade.Version, status.Upgrade.StartedAt = "", nil
+	timeout := upgradeTimeout(st.addon)
+	if rollbackEnabled(st.addon) {
+		msg := fmt.Sprintf("upgrade to %s did not become ready within %s (%s); rolling back to %s",
+			failed, timeout, notReady, status.LastHealthyVersion)
+		markProgressing(status, generation, addonsv1alpha1.ReasonUpgradeFailed, msg)
+		markDegraded(status, generation, addonsv1alpha1.ReasonUpgradeFailed, msg)
+		r.event(st.addon, "Warning", EventRolledBack, "Rollback", "%s", msg)
+		st.requeueAfter = time.Millisecond
+		return
+	}
+	msg := fmt.Sprintf("upgrade to %s did not become ready within %s (%s); rollback is disabled", failed, timeout, notReady)
+	markFailed(status, generation, addonsv1alpha1.ReasonUpgradeFailed, msg)
+	r.event(st.addon, "Warning", EventUpgradeFailed, "Upgrade", "%s", msg)
+}
+
+// orphan hands the children over: it removes kaddons' instance labels and the owner
+// reference to obj from each of them, and leaves them running.
+func (r *Reconciler) orphan(ctx context.Context, obj addonsv1alpha1.Addon, inventory []addonsv1alpha1.ObjectReference) error {
+	owner := types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}
+	var errs []error
+	for _, ref := range inventory {
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(ref.GroupVersionKind())
+		err := r.reader.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, live)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("reading %s: %w", ref, err))
+			continue
+		}
+		if !ownedBy(live.GetLabels(), r.gvk.Kind, owner) {
+			continue
+		}
+		base := live.DeepCopy()
+		labels := live.GetLabels()
+		for k := range instanceLabels(r.gvk.Kind, owner) {
+			delete(labels, k)
+		}
+		live.SetLabels(labels)
+		refs := slices.DeleteFunc(live.GetOwnerReferences(), func(o metav1.OwnerReference) bool { return o.UID == obj.GetUID() })
+		live.SetOwnerReferences(refs)
+		if err := r.client.Patch(ctx, live, client.MergeFrom(base), client.FieldOwner(FieldManager)); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("orphaning %s: %w", ref, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	r.event(obj, "Normal", EventOrphaned, "Delete", "Left %d objects running without kaddons labels or owner references", len(inventory))
+	return nil
+}

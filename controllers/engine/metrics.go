@@ -1,0 +1,51 @@
+package engine
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Reconcile results reported by the reconciles metric.
+const (
+	resultSuccess  = "success"
+	resultError    = "error"
+	resultTerminal = "terminal"
+)
+
+var (
+	reconcilesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kaddons_reconciles_total",
+		Help: "Add-on reconciles by add-on kind and result (success, error, terminal).",
+	}, []string{"kind", "result"})
+
+	reconcileDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "kaddons_reconcile_duration_seconds",
+		Help:    "Duration of add-on reconciles by add-on kind.",
+		Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
+	}, []string{"kind"})
+
+	addonReadyGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kaddons_addon_ready",
+		Help: "1 when the add-on instance is Ready, 0 otherwise.",
+	}, []string{"kind", "namespace", "name"})
+
+	managedObjects = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kaddons_managed_objects",
+		Help: "Objects in the add-on instance's inventory.",
+	}, []string{"kind", "namespace", "name"})
+
+	driftCorrections = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kaddons_drift_corrections_total",
+		Help: "Objects kaddons re-created or re-applied because they drifted from the manifests, by add-on kind.",
+	}, []string{"kind"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(reconcilesTotal, reconcileDuration, addonReadyGauge, managedObjects, driftCorrections)
+}
+
+// forgetInstance removes the per-instance series of a deleted add-on.
+func forgetInstance(kind, namespace, name string) {
+	addonReadyGauge.DeleteLabelValues(kind, namespace, name)
+	managedObjects.DeleteLabelValues(kind, namespace, name)
+}
