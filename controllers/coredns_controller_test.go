@@ -422,6 +422,9 @@ func TestCoreDNSValidation(t *testing.T) {
 		{name: "malformed clusterIP", spec: `{"clusterIP": "10.96.0.300"}`, message: "clusterIP must be an IPv4 or IPv6 address"},
 		{name: "unknown field", spec: `{"replica": 2}`, message: `unknown field "spec.replica"`},
 		{name: "bad dnsDomain", spec: `{"dnsDomain": "Cluster_Local"}`, message: "spec.dnsDomain in body should match"},
+		{name: "invalid upgrade timeout", spec: `{"upgrade": {"timeout": "ten minutes"}}`, message: "timeout must be a duration between 1s and 24h"},
+		{name: "zero upgrade timeout", spec: `{"upgrade": {"timeout": "0s"}}`, message: "timeout must be a duration between 1s and 24h"},
+		{name: "unknown deletion policy", spec: `{"deletionPolicy": "Keep"}`, message: `spec.deletionPolicy: Unsupported value: "Keep"`},
 		{name: "corefile with a custom domain", spec: `{"dnsDomain": "example.org", "corefile": ".:53 {}"}`, message: "dnsDomain cannot be combined with corefile"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -32,6 +32,9 @@ const (
 	ReasonUpgradeFailed = "UpgradeFailed"
 	// ReasonInvalidMode means a child carries an unknown addons.kaddons.dev/mode value.
 	ReasonInvalidMode = "InvalidMode"
+	// ReasonOwnershipConflict means a rendered object already exists and belongs to
+	// another add-on; kaddons does not take it over.
+	ReasonOwnershipConflict = "OwnershipConflict"
 	// ReasonDeleting means the add-on is being deleted and its children are being removed.
 	ReasonDeleting = "Deleting"
 

@@ -155,6 +155,9 @@ func (a *Applier) handedOver(ctx context.Context, st *reconcileState,
 		switch {
 		case err == nil:
 			exists = true
+			if owner := ownerOf(live.GetLabels()); owner != "" && owner != st.ownerKey() {
+				return nil, &conflictError{ref: ref, owner: owner}
+			}
 			st.live[ref] = liveInfo{exists: true, resourceVersion: live.GetResourceVersion(), generation: live.GetGeneration()}
 			if m, ok := live.GetAnnotations()[addonsv1alpha1.AnnotationMode]; ok {
 				mode = m
@@ -174,6 +177,25 @@ func (a *Applier) handedOver(ctx context.Context, st *reconcileState,
 		}
 	}
 	return skip, nil
+}
+
+// conflictError reports a rendered object that another add-on owns.
+type conflictError struct {
+	ref   addonsv1alpha1.ObjectReference
+	owner string
+}
+
+func (e *conflictError) Error() string {
+	return fmt.Sprintf("%s already exists and belongs to %s; kaddons does not take it over", e.ref, e.owner)
+}
+
+// ownerOf formats the instance labels of an object as kind namespace/name, or "" when
+// kaddons does not manage it.
+func ownerOf(labels map[string]string) string {
+	if labels[LabelManagedBy] != ManagedByValue || labels[LabelName] == "" {
+		return ""
+	}
+	return labels[LabelKind] + " " + labels[LabelNamespace] + "/" + labels[LabelName]
 }
 
 // ignored reports whether the live object carries mode ignore, which keeps kaddons from

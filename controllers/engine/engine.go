@@ -143,7 +143,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		b = b.Watches(child, handler.EnqueueRequestsFromMapFunc(r.mapChild))
 	}
 	for _, kind := range r.opts.AddonKinds {
-		b = b.Watches(kind, handler.EnqueueRequestsFromMapFunc(r.mapDependents))
+		gvk, err := apiutil.GVKForObject(kind, mgr.GetScheme())
+		if err != nil {
+			return fmt.Errorf("add-on kind %T is not registered: %w", kind, err)
+		}
+		b = b.Watches(kind, handler.EnqueueRequestsFromMapFunc(r.mapDependents(gvk.Kind)))
 	}
 	return b.Complete(r)
 }
@@ -344,7 +348,12 @@ func (r *Reconciler) apply(ctx context.Context, st *reconcileState) (bool, error
 	}
 	switch {
 	case st.modeErr != nil:
-		markStalled(status, generation, addonsv1alpha1.ReasonInvalidMode, st.modeErr.Error())
+		reason := addonsv1alpha1.ReasonInvalidMode
+		var conflict *conflictError
+		if errors.As(st.modeErr, &conflict) {
+			reason = addonsv1alpha1.ReasonOwnershipConflict
+		}
+		markStalled(status, generation, reason, st.modeErr.Error())
 		return true, reconcile.TerminalError(st.modeErr)
 	case st.applyErr != nil:
 		markFailed(status, generation, addonsv1alpha1.ReasonApplyFailed, st.applyErr.Error())

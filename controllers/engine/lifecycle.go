@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
@@ -155,10 +156,17 @@ func (r *Reconciler) findCycle(ctx context.Context, start addonKey) []string {
 	return walk(start, []string{start.String()})
 }
 
-// mapDependents maps an add-on event to the add-ons of this controller's kind that
-// depend on it, so they are re-evaluated when it becomes Ready.
-func (r *Reconciler) mapDependents(ctx context.Context, o client.Object) []reconcile.Request {
-	kind := o.GetObjectKind().GroupVersionKind().Kind
+// mapDependents returns a map function for events of add-ons of kind: it finds the
+// add-ons of this controller's kind that depend on the changed one, so they are
+// re-evaluated when it appears or becomes Ready.
+func (r *Reconciler) mapDependents(kind string) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		return r.dependentsOf(ctx, kind, o)
+	}
+}
+
+// dependentsOf lists the add-ons of this controller's kind whose dependsOn names o.
+func (r *Reconciler) dependentsOf(ctx context.Context, kind string, o client.Object) []reconcile.Request {
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(r.gvk.GroupVersion().WithKind(r.gvk.Kind + "List"))
 	if err := r.client.List(ctx, list); err != nil {

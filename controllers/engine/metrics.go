@@ -12,32 +12,40 @@ const (
 	resultTerminal = "terminal"
 )
 
+// Metric label names.
+const (
+	labelKind      = "kind"
+	labelNamespace = "namespace"
+	labelName      = "name"
+	labelResult    = "result"
+)
+
 var (
 	reconcilesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kaddons_reconciles_total",
 		Help: "Add-on reconciles by add-on kind and result (success, error, terminal).",
-	}, []string{"kind", "result"})
+	}, []string{labelKind, labelResult})
 
 	reconcileDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "kaddons_reconcile_duration_seconds",
 		Help:    "Duration of add-on reconciles by add-on kind.",
 		Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
-	}, []string{"kind"})
+	}, []string{labelKind})
 
 	addonReadyGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "kaddons_addon_ready",
 		Help: "1 when the add-on instance is Ready, 0 otherwise.",
-	}, []string{"kind", "namespace", "name"})
+	}, []string{labelKind, labelNamespace, labelName})
 
 	managedObjects = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "kaddons_managed_objects",
 		Help: "Objects in the add-on instance's inventory.",
-	}, []string{"kind", "namespace", "name"})
+	}, []string{labelKind, labelNamespace, labelName})
 
 	driftCorrections = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kaddons_drift_corrections_total",
 		Help: "Objects kaddons re-created or re-applied because they drifted from the manifests, by add-on kind.",
-	}, []string{"kind"})
+	}, []string{labelKind})
 )
 
 func init() {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative/pkg/manifest"
@@ -21,7 +22,7 @@ type reconcileState struct {
 	wanted string
 	// requeueAfter asks for another reconcile, e.g. when an upgrade's timeout runs out.
 	requeueAfter time.Duration
-	objects  *manifest.Objects
+	objects      *manifest.Objects
 
 	// applyCalled is set by the applier, so the engine knows KDP got as far as applying.
 	applyCalled bool
@@ -63,4 +64,9 @@ type liveInfo struct {
 	exists          bool
 	resourceVersion string
 	generation      int64
+}
+
+// ownerKey formats the reconciled add-on the way ownerOf formats a child's owner.
+func (st *reconcileState) ownerKey() string {
+	return strings.ToLower(st.addon.GetObjectKind().GroupVersionKind().Kind) + " " + st.addon.GetNamespace() + "/" + st.addon.GetName()
 }
