@@ -3,8 +3,10 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"go.uber.org/zap/zapcore"
@@ -80,7 +82,11 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 
-	testMgr, err = ctrl.NewManager(cfg, ctrl.Options{
+	// The manager talks through a counting transport, so tests can assert how many
+	// requests and writes a reconcile makes.
+	mgrCfg := rest.CopyConfig(cfg)
+	mgrCfg.Wrap(requests.wrap)
+	testMgr, err = ctrl.NewManager(mgrCfg, ctrl.Options{
 		Scheme:                 testScheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -120,6 +126,64 @@ func zapLevel() zapcore.Level {
 	}
 	return zapcore.ErrorLevel
 }
+
+// requestCounter counts the manager's API requests by verb.
+type requestCounter struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+// requests counts every request the suite's manager sends.
+var requests = &requestCounter{counts: map[string]int{}}
+
+func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		// Watches stay open; only count requests that complete.
+		if req.URL.Query().Get("watch") != "true" {
+			c.mu.Lock()
+			c.counts[req.Method]++
+			if os.Getenv("KADDONS_TEST_REQUESTS") != "" {
+				fmt.Fprintf(os.Stderr, "request: %s %s\n", req.Method, req.URL.Path)
+			}
+			c.mu.Unlock()
+		}
+		return rt.RoundTrip(req)
+	})
+}
+
+// snapshot returns the counts so far.
+func (c *requestCounter) snapshot() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range c.counts {
+		out[k] = v
+	}
+	return out
+}
+
+// writesSince returns the writes (POST, PUT, PATCH, DELETE) since before.
+func (c *requestCounter) writesSince(before map[string]int) int {
+	now := c.snapshot()
+	n := 0
+	for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		n += now[m] - before[m]
+	}
+	return n
+}
+
+// totalSince returns every request since before.
+func (c *requestCounter) totalSince(before map[string]int) int {
+	n := 0
+	for k, v := range c.snapshot() {
+		n += v - before[k]
+	}
+	return n
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // newNamespace creates a namespace of its own for one test and deletes it afterwards.
 func newNamespace(t *testing.T) string {

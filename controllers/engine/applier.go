@@ -27,6 +27,7 @@ const (
 	stageCRDs = iota
 	stageNamespaces
 	stageConfig
+	stageBindings
 	stageWorkloads
 	stageAPIEndpoints
 )
@@ -38,7 +39,10 @@ func stageOf(group, kind string) int {
 		return stageCRDs
 	case kind == "Namespace" && group == "":
 		return stageNamespaces
-	case group == "rbac.authorization.k8s.io",
+	case group == rbacGroup && (kind == kindRoleBinding || kind == kindClusterRoleBinding):
+		// A binding is checked against the role it grants, which must exist first.
+		return stageBindings
+	case group == rbacGroup,
 		group == "" && (kind == kindServiceAccount || kind == "ConfigMap" || kind == "Secret" ||
 			kind == "ResourceQuota" || kind == "LimitRange"),
 		group == "scheduling.k8s.io", group == "networking.k8s.io" && kind == "NetworkPolicy":
@@ -225,8 +229,7 @@ func (a *Applier) applyStage(ctx context.Context, st *reconcileState, objects []
 			defer func() { <-sem }()
 			u := o.UnstructuredObject().DeepCopy()
 			ref := refOf(u)
-			err := a.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
-				client.FieldOwner(FieldManager), client.ForceOwnership)
+			err := a.apply(ctx, u)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -244,6 +247,29 @@ func (a *Applier) applyStage(ctx context.Context, st *reconcileState, objects []
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// bindingRetryTimeout bounds the retries of a binding whose role the API server's RBAC
+// cache has not seen yet.
+const bindingRetryTimeout = 10 * time.Second
+
+// apply server-side applies one object. A (Cluster)RoleBinding is retried briefly on
+// NotFound: without the bind verb, the API server checks the role it grants, and its
+// RBAC cache may not hold a role created a moment ago.
+func (a *Applier) apply(ctx context.Context, u *unstructured.Unstructured) error {
+	applyOnce := func() error {
+		return a.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
+			client.FieldOwner(FieldManager), client.ForceOwnership)
+	}
+	if stageOf(u.GroupVersionKind().Group, u.GetKind()) != stageBindings {
+		return applyOnce()
+	}
+	var err error
+	_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, bindingRetryTimeout, true, func(context.Context) (bool, error) {
+		err = applyOnce()
+		return !apierrors.IsNotFound(err), nil
+	})
+	return err
 }
 
 // waitEstablished waits until the CRDs of the package are served, so that custom

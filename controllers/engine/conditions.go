@@ -62,6 +62,12 @@ func markStalled(s *addonsv1alpha1.AddonStatus, generation int64, reason, messag
 	setCondition(s, generation, addonsv1alpha1.ConditionReady, metav1.ConditionFalse, reason, message)
 	setCondition(s, generation, addonsv1alpha1.ConditionStalled, metav1.ConditionTrue, reason, message)
 	setCondition(s, generation, addonsv1alpha1.ConditionProgressing, metav1.ConditionFalse, reason, message)
+	// Nothing changed in the cluster: Degraded stays as it was, restated for this generation.
+	degraded := metav1.ConditionFalse
+	if c := meta.FindStatusCondition(s.Conditions, addonsv1alpha1.ConditionDegraded); c != nil && c.Status == metav1.ConditionTrue {
+		degraded = metav1.ConditionTrue
+	}
+	setCondition(s, generation, addonsv1alpha1.ConditionDegraded, degraded, reason, message)
 	setCommon(s, generation, phaseStalled, message)
 }
 

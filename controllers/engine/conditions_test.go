@@ -63,7 +63,16 @@ func TestConditionSetters(t *testing.T) {
 			set: func(s *addonsv1alpha1.AddonStatus) {
 				markStalled(s, generation, addonsv1alpha1.ReasonInvalidPatch, "patches[0] has no kind")
 			},
-			want: want{ready: "False", progressing: "False", stalled: "True", reason: addonsv1alpha1.ReasonInvalidPatch,
+			want: want{ready: "False", progressing: "False", degraded: "False", stalled: "True", reason: addonsv1alpha1.ReasonInvalidPatch,
+				phase: phaseStalled},
+		},
+		{
+			name:   "stalled keeps an earlier degradation, restated",
+			before: degradedBefore,
+			set: func(s *addonsv1alpha1.AddonStatus) {
+				markStalled(s, generation, addonsv1alpha1.ReasonVersionNotFound, "no such version")
+			},
+			want: want{ready: "False", progressing: "False", degraded: "True", stalled: "True", reason: addonsv1alpha1.ReasonVersionNotFound,
 				phase: phaseStalled},
 		},
 		{

@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -86,6 +87,7 @@ type Reconciler struct {
 	name     string
 	client   client.Client
 	reader   client.Reader
+	scheme   *runtime.Scheme
 	source   *channels.Source
 	recorder events.EventRecorder
 	kdp      declarative.Reconciler
@@ -108,6 +110,7 @@ func New(mgr ctrl.Manager, def Definition, opts Options) (*Reconciler, error) {
 		name:     strings.ToLower(gvk.Kind),
 		client:   mgr.GetClient(),
 		reader:   mgr.GetAPIReader(),
+		scheme:   mgr.GetScheme(),
 		source:   opts.Source,
 		recorder: mgr.GetEventRecorder("kaddons-" + strings.ToLower(gvk.Kind)),
 		opts:     opts,
@@ -280,6 +283,7 @@ func (r *Reconciler) phases() []phase {
 		{name: "resolve", run: r.resolve},
 		{name: "pin-version", run: r.pinVersion},
 		{name: "render", run: r.render},
+		{name: "plan", run: r.plan},
 		{name: "apply", run: r.apply},
 		{name: "health", run: r.health},
 	}
@@ -339,6 +343,10 @@ func (r *Reconciler) watches(gvk schema.GroupVersionKind) bool {
 func (r *Reconciler) apply(ctx context.Context, st *reconcileState) (bool, error) {
 	status := st.addon.GetAddonStatus()
 	generation := st.addon.GetGeneration()
+	if st.skipApply {
+		log.FromContext(ctx).V(1).Info("Nothing to apply: the cache matches the manifests")
+		return false, nil
+	}
 	name := types.NamespacedName{Namespace: st.addon.GetNamespace(), Name: st.addon.GetName()}
 	st.inputsChanged = status.ObservedGeneration != generation || status.AppliedVersion != st.resolved.Version ||
 		len(status.Inventory) == 0
@@ -471,18 +479,18 @@ func (r *Reconciler) recordMetrics(obj addonsv1alpha1.Addon, st *reconcileState)
 	}
 }
 
-// patchStatus writes the status when it differs from original. It sends the whole
-// status as a merge patch: a diff would leave out fields that keep their zero value, such
-// as KDP's required status.healthy on the first write.
+// patchStatus writes the status when it differs from original. It replaces the whole
+// status with a JSON patch: a merge patch could not remove fields that became empty, and
+// a diff would leave out KDP's required status.healthy while it is false.
 func (r *Reconciler) patchStatus(ctx context.Context, original, obj addonsv1alpha1.Addon) error {
 	if equality.Semantic.DeepEqual(original.GetAddonStatus(), obj.GetAddonStatus()) {
 		return nil
 	}
-	body, err := json.Marshal(map[string]any{"status": obj.GetAddonStatus()})
+	body, err := json.Marshal([]map[string]any{{"op": "add", "path": "/status", "value": obj.GetAddonStatus()}})
 	if err != nil {
 		return err
 	}
-	if err := r.client.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, body)); err != nil {
+	if err := r.client.Status().Patch(ctx, obj, client.RawPatch(types.JSONPatchType, body)); err != nil {
 		return fmt.Errorf("writing status: %w", client.IgnoreNotFound(err))
 	}
 	return nil

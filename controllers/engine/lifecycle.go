@@ -96,29 +96,32 @@ func (r *Reconciler) dependencyKey(obj addonsv1alpha1.Addon, dep addonsv1alpha1.
 	return addonKey{kind: dep.Kind, namespace: ns, name: dep.Name}
 }
 
-// getAddon reads any add-on kind of the kaddons API group from the cache.
-func (r *Reconciler) getAddon(ctx context.Context, key addonKey) (*unstructured.Unstructured, error) {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(addonsv1alpha1.GroupVersion.WithKind(key.kind))
-	err := r.client.Get(ctx, types.NamespacedName{Namespace: key.namespace, Name: key.name}, u)
-	return u, err
+// getAddon reads an add-on of any kaddons kind from the cache, as its typed object: the
+// typed informer is the one whose events wake dependents, so it is never behind them.
+func (r *Reconciler) getAddon(ctx context.Context, key addonKey) (addonsv1alpha1.Addon, error) {
+	obj, err := r.scheme.New(addonsv1alpha1.GroupVersion.WithKind(key.kind))
+	if err != nil {
+		return nil, &meta.NoKindMatchError{GroupKind: addonsv1alpha1.GroupVersion.WithKind(key.kind).GroupKind()}
+	}
+	addon, ok := obj.(addonsv1alpha1.Addon)
+	if !ok {
+		return nil, fmt.Errorf("%s is not an add-on kind", key.kind)
+	}
+	err = r.client.Get(ctx, types.NamespacedName{Namespace: key.namespace, Name: key.name}, addon)
+	return addon, err
 }
 
 // addonReady reports whether an add-on's Ready condition is True for its generation.
-func addonReady(u *unstructured.Unstructured) (bool, string) {
-	conditions, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, c := range conditions {
-		m, _ := c.(map[string]any)
-		if m["type"] != addonsv1alpha1.ConditionReady {
-			continue
-		}
-		if m["status"] == string(metav1.ConditionTrue) {
-			return true, ""
-		}
-		msg, _ := m["message"].(string)
-		return false, fmt.Sprintf("not Ready (%v: %s)", m["reason"], msg)
+func addonReady(a addonsv1alpha1.Addon) (bool, string) {
+	ready := meta.FindStatusCondition(a.GetAddonStatus().Conditions, addonsv1alpha1.ConditionReady)
+	switch {
+	case ready == nil:
+		return false, "not Ready yet"
+	case ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == a.GetGeneration():
+		return true, ""
+	default:
+		return false, fmt.Sprintf("not Ready (%s: %s)", ready.Reason, ready.Message)
 	}
-	return false, "not Ready yet"
 }
 
 // findCycle follows dependsOn from start through the cache and returns the path of a
@@ -127,19 +130,12 @@ func (r *Reconciler) findCycle(ctx context.Context, start addonKey) []string {
 	visited := map[addonKey]bool{}
 	var walk func(k addonKey, path []string) []string
 	walk = func(k addonKey, path []string) []string {
-		u, err := r.getAddon(ctx, k)
+		a, err := r.getAddon(ctx, k)
 		if err != nil {
 			return nil
 		}
-		deps, _, _ := unstructured.NestedSlice(u.Object, "spec", "dependsOn")
-		for _, d := range deps {
-			m, _ := d.(map[string]any)
-			next := addonKey{namespace: k.namespace}
-			next.kind, _ = m["kind"].(string)
-			next.name, _ = m["name"].(string)
-			if ns, _ := m["namespace"].(string); ns != "" {
-				next.namespace = ns
-			}
+		for _, dep := range a.GetAddonSpec().DependsOn {
+			next := r.dependencyKey(a, dep)
 			if next == start {
 				return append(path, next.String())
 			}
@@ -167,22 +163,28 @@ func (r *Reconciler) mapDependents(kind string) handler.MapFunc {
 
 // dependentsOf lists the add-ons of this controller's kind whose dependsOn names o.
 func (r *Reconciler) dependentsOf(ctx context.Context, kind string, o client.Object) []reconcile.Request {
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(r.gvk.GroupVersion().WithKind(r.gvk.Kind + "List"))
-	if err := r.client.List(ctx, list); err != nil {
+	obj, err := r.scheme.New(r.gvk.GroupVersion().WithKind(r.gvk.Kind + "List"))
+	if err != nil {
 		return nil
 	}
+	list, ok := obj.(client.ObjectList)
+	if !ok || r.client.List(ctx, list) != nil {
+		return nil
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return nil
+	}
+	target := addonKey{kind: kind, namespace: o.GetNamespace(), name: o.GetName()}
 	var requests []reconcile.Request
-	for _, item := range list.Items {
-		deps, _, _ := unstructured.NestedSlice(item.Object, "spec", "dependsOn")
-		for _, d := range deps {
-			m, _ := d.(map[string]any)
-			ns, _ := m["namespace"].(string)
-			if ns == "" {
-				ns = item.GetNamespace()
-			}
-			if m["kind"] == kind && m["name"] == o.GetName() && ns == o.GetNamespace() {
-				requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&item)})
+	for _, item := range items {
+		a, ok := item.(addonsv1alpha1.Addon)
+		if !ok {
+			continue
+		}
+		for _, dep := range a.GetAddonSpec().DependsOn {
+			if r.dependencyKey(a, dep) == target {
+				requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(a)})
 				break
 			}
 		}
@@ -217,6 +219,9 @@ func (r *Reconciler) pinVersion(_ context.Context, st *reconcileState) (bool, er
 	if up.FailedVersion != st.resolved.Version || up.FailedGeneration != st.addon.GetGeneration() {
 		// The spec changed since the failure: try what it asks for now.
 		up.FailedVersion, up.FailedGeneration = "", 0
+		if up.Version == "" {
+			status.Upgrade = nil
+		}
 		return false, nil
 	}
 	if rollbackEnabled(st.addon) && status.LastHealthyVersion != "" && status.LastHealthyVersion != st.resolved.Version {
@@ -232,6 +237,9 @@ func trackUpgrade(status *addonsv1alpha1.AddonStatus, version string, now time.T
 	if version == status.LastHealthyVersion {
 		if status.Upgrade != nil {
 			status.Upgrade.Version, status.Upgrade.StartedAt = "", nil
+			if status.Upgrade.FailedVersion == "" {
+				status.Upgrade = nil
+			}
 		}
 		return
 	}

@@ -24,6 +24,8 @@ type reconcileState struct {
 	requeueAfter time.Duration
 	objects      *manifest.Objects
 
+	// skipApply is set by the plan phase when nothing needs to be written.
+	skipApply bool
 	// applyCalled is set by the applier, so the engine knows KDP got as far as applying.
 	applyCalled bool
 	// applied lists the objects applied in this reconcile, with their new generation.

@@ -205,7 +205,7 @@ func setNamespace(mapper meta.RESTMapper, home string) ObjectTransform {
 		}
 		for _, o := range objects.Items {
 			gvk := o.GroupVersionKind()
-			if gvk.Group == rbacGroup && (gvk.Kind == "RoleBinding" || gvk.Kind == "ClusterRoleBinding") {
+			if gvk.Group == rbacGroup && (gvk.Kind == kindRoleBinding || gvk.Kind == kindClusterRoleBinding) {
 				if err := rebind(o, serviceAccounts, renamed, ns); err != nil {
 					return err
 				}
@@ -216,14 +216,16 @@ func setNamespace(mapper meta.RESTMapper, home string) ObjectTransform {
 }
 
 const (
-	rbacGroup          = "rbac.authorization.k8s.io"
-	kindClusterRole    = "ClusterRole"
-	kindServiceAccount = "ServiceAccount"
+	rbacGroup              = "rbac.authorization.k8s.io"
+	kindClusterRole        = "ClusterRole"
+	kindClusterRoleBinding = "ClusterRoleBinding"
+	kindRoleBinding        = "RoleBinding"
+	kindServiceAccount     = "ServiceAccount"
 )
 
 // isClusterRBAC reports whether gvk is a ClusterRole or ClusterRoleBinding.
 func isClusterRBAC(gvk schema.GroupVersionKind) bool {
-	return gvk.Group == rbacGroup && (gvk.Kind == kindClusterRole || gvk.Kind == "ClusterRoleBinding")
+	return gvk.Group == rbacGroup && (gvk.Kind == kindClusterRole || gvk.Kind == kindClusterRoleBinding)
 }
 
 // rebind points the ServiceAccount subjects that name an account of the package at

@@ -1,0 +1,141 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative/pkg/manifest"
+
+	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+)
+
+// plan decides whether anything needs to be written. When the inventory already holds
+// exactly the rendered objects and every one of them, read from the cache, still carries
+// every field the manifests set, the apply is skipped: a reconcile with unchanged inputs
+// and no drift makes no API request at all.
+func (r *Reconciler) plan(ctx context.Context, st *reconcileState) (bool, error) {
+	status := st.addon.GetAddonStatus()
+	if status.AppliedVersion != st.resolved.Version || !sameSet(status.Inventory, st.objects.Items) {
+		return false, nil
+	}
+	for _, o := range st.objects.Items {
+		desired := o.UnstructuredObject()
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(desired.GroupVersionKind())
+		err := r.client.Get(ctx, types.NamespacedName{Namespace: desired.GetNamespace(), Name: desired.GetName()}, live)
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("reading %s from the cache: %w", refOf(desired), err)
+		}
+		switch live.GetAnnotations()[addonsv1alpha1.AnnotationMode] {
+		case addonsv1alpha1.ModeIgnore, addonsv1alpha1.ModeEnsureExists:
+			continue
+		}
+		if !contains(live.Object, withoutOwnerRefs(desired).Object) {
+			return false, nil
+		}
+	}
+	st.skipApply = true
+	st.inventory = status.Inventory
+	return false, nil
+}
+
+// sameSet reports whether the inventory lists exactly the rendered objects.
+func sameSet(inventory []addonsv1alpha1.ObjectReference, objects []*manifest.Object) bool {
+	if len(inventory) != len(objects) {
+		return false
+	}
+	seen := map[addonsv1alpha1.ObjectReference]bool{}
+	for _, ref := range inventory {
+		seen[ref] = true
+	}
+	for _, o := range objects {
+		if !seen[refOf(o.UnstructuredObject())] {
+			return false
+		}
+	}
+	return true
+}
+
+// withoutOwnerRefs drops fields that KDP adds only at apply time.
+func withoutOwnerRefs(u *unstructured.Unstructured) *unstructured.Unstructured {
+	c := u.DeepCopy()
+	unstructured.RemoveNestedField(c.Object, "metadata", "ownerReferences")
+	unstructured.RemoveNestedField(c.Object, "status")
+	return c
+}
+
+// contains reports whether live carries every field of desired with an equal value.
+// Lists must have the same length and match element by element; numbers compare by value.
+func contains(live, desired any) bool {
+	switch d := desired.(type) {
+	case map[string]any:
+		l, ok := live.(map[string]any)
+		if !ok {
+			return false
+		}
+		for k, dv := range d {
+			lv, ok := l[k]
+			if !ok {
+				if isEmpty(dv) {
+					continue
+				}
+				return false
+			}
+			if !contains(lv, dv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		l, ok := live.([]any)
+		if !ok || len(l) != len(d) {
+			return len(d) == 0 && (live == nil || ok)
+		}
+		for i := range d {
+			if !contains(l[i], d[i]) {
+				return false
+			}
+		}
+		return true
+	default:
+		if dn, ok := number(desired); ok {
+			ln, ok := number(live)
+			return ok && math.Abs(dn-ln) < 1e-9
+		}
+		return live == desired
+	}
+}
+
+// isEmpty reports whether v is an empty map or list, which the API server drops.
+func isEmpty(v any) bool {
+	switch t := v.(type) {
+	case map[string]any:
+		return len(t) == 0
+	case []any:
+		return len(t) == 0
+	case nil:
+		return true
+	}
+	return false
+}
+
+func number(v any) (float64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return float64(n), true
+	case int:
+		return float64(n), true
+	case int32:
+		return float64(n), true
+	case float64:
+		return n, true
+	}
+	return 0, false
+}

@@ -1,0 +1,72 @@
+package controllers
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// reconciled waits until the CoreDNS reconciles counter moved past before.
+func reconciled(t *testing.T, before float64) {
+	t.Helper()
+	NewWithT(t).Eventually(func() float64 {
+		return metricValue(t, "kaddons_reconciles_total", map[string]string{"kind": "CoreDNS", "result": "success"})
+	}).WithTimeout(eventuallyTimeout).Should(BeNumerically(">", before))
+}
+
+func TestSteadyStateMakesNoRequests(t *testing.T) {
+	ctx := context.Background()
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	cr := newCoreDNS(ns, newVersion)
+	createCoreDNS(t, cr)
+	markWorkloadsAvailable(t, ns)
+	waitReason(t, cr, "Reconciled")
+
+	// Touching an annotation triggers a reconcile whose inputs are unchanged.
+	g.Eventually(func(g Gomega) {
+		// Let reconciles triggered by the status writes above settle first.
+		before := requests.snapshot()
+		count := metricValue(t, "kaddons_reconciles_total", map[string]string{"kind": "CoreDNS", "result": "success"})
+		getAddon(g, cr)
+		patch := client.MergeFrom(cr.DeepCopy())
+		metav1.SetMetaDataAnnotation(&cr.ObjectMeta, "example.com/touched", cr.ResourceVersion)
+		g.Expect(k8sClient.Patch(ctx, cr, patch)).To(Succeed())
+		reconciled(t, count)
+		g.Expect(requests.totalSince(before)).To(BeZero(), "a reconcile with unchanged inputs made API requests")
+	}).WithTimeout(eventuallyTimeout).Should(Succeed())
+}
+
+func TestDriftMakesOneCorrectiveWrite(t *testing.T) {
+	ctx := context.Background()
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	cr := newCoreDNS(ns, newVersion)
+	createCoreDNS(t, cr)
+	markWorkloadsAvailable(t, ns)
+	waitReason(t, cr, "Reconciled")
+	key := types.NamespacedName{Namespace: ns, Name: "coredns"}
+
+	cm := &corev1.ConfigMap{}
+	g.Expect(k8sClient.Get(ctx, key, cm)).To(Succeed())
+	before := requests.snapshot()
+	cm.Data["Corefile"] = ".:53 {\n    whoami\n}\n"
+	g.Expect(k8sClient.Update(ctx, cm)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8sClient.Get(ctx, key, cm)).To(Succeed())
+		g.Expect(cm.Data["Corefile"]).To(ContainSubstring("kubernetes cluster.local"))
+	}).WithTimeout(eventuallyTimeout).Should(Succeed())
+
+	// The ConfigMap is written back; nothing else of the add-on is.
+	deploy := &appsv1.Deployment{}
+	g.Expect(k8sClient.Get(ctx, key, deploy)).To(Succeed())
+	g.Expect(deploy.Spec.Replicas).To(Equal(ptr.To[int32](2)))
+	g.Expect(requests.writesSince(before)).To(BeNumerically(">=", 1))
+}
