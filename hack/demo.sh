@@ -16,8 +16,8 @@
 #   DEMO_TIMEOUT   seconds to wait for the operator and for each add-on (default 300)
 #   The LOCAL_CLUSTER_* variables of hack/local-cluster.sh apply as well.
 #
-# The operator runs with --leader-elect=false: outside a cluster controller-runtime needs a
-# leader election namespace, and the manager has no flag to set one.
+# The operator runs with leader election, as it does in a cluster; outside a cluster the
+# Lease's namespace must be given (--leader-election-namespace).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -174,7 +174,8 @@ start_manager() {
   setsid env KUBECONFIG="${SA_KUBECONFIG}" bash -c 'echo $$ >"$0"; exec "$@"' "${PID_FILE}" \
     "${MANAGER}" \
     --channels=channels \
-    --leader-elect=false \
+    --leader-elect \
+    --leader-election-namespace="${SA_NAMESPACE}" \
     --health-probe-bind-address="127.0.0.1:${port}" \
     --metrics-bind-address=0 \
     </dev/null >>"${LOG_FILE}" 2>&1 8>&- &
@@ -195,6 +196,22 @@ start_manager() {
     sleep 0.5
   done
   info "manager ready (pid $(manager_pid), health probes on 127.0.0.1:${port})"
+
+  # /readyz does not wait for leadership. After a crash the Lease of the dead manager has
+  # to expire first (15s), and until then nothing is reconciled.
+  info "waiting for the manager to hold the leader election Lease"
+  until grep -qi 'successfully acquired lease' "${LOG_FILE}"; do
+    if ! is_manager "$(manager_pid)"; then
+      FAILED_STEP="the manager exited while waiting for the leader election Lease"
+      return 1
+    fi
+    if ((SECONDS >= deadline)); then
+      FAILED_STEP="the manager did not acquire the leader election Lease within ${TIMEOUT}s"
+      return 1
+    fi
+    sleep 0.5
+  done
+  info "the manager leads"
 }
 
 # ---------------------------------------------------------------------------------------
@@ -246,7 +263,8 @@ diagnose() {
 
 on_exit() {
   local rc=$?
-  [[ ${rc} -eq 0 ]] || diagnose
+  # An interrupt (130) is the user's choice, not a failure to explain.
+  [[ ${rc} -eq 0 || ${rc} -eq 130 ]] || diagnose
   exit "${rc}"
 }
 
@@ -257,19 +275,28 @@ cmd_up() {
   local start=${SECONDS}
   lock
   trap on_exit EXIT
+  trap 'exit 130' INT TERM
 
   step "Building the Kubernetes toolchain (cached after the first build)"
   FAILED_STEP="building the toolchain"
   "${ROOT}/hack/toolchain.sh" build 8>&-
   KUBECTL=$("${ROOT}/hack/toolchain.sh" dir)/kubectl
 
-  step "Building the manager (bin/manager)"
-  FAILED_STEP="building the manager"
-  go build -o "${MANAGER}" .
+  # The build runs while the cluster starts: both take seconds to tens of seconds.
+  step "Building the manager (bin/manager) in the background"
+  go build -o "${MANAGER}" . >"${DEMO_DIR}/build.log" 2>&1 8>&- &
+  local build_pid=$!
 
   step "Starting the local cluster"
   FAILED_STEP="starting the local cluster"
   cluster up
+
+  step "Waiting for the manager build"
+  FAILED_STEP="building the manager (go build -o bin/manager .)"
+  if ! wait "${build_pid}"; then
+    sed 's/^/    /' "${DEMO_DIR}/build.log" >&2
+    exit 1
+  fi
   ADMIN_KUBECONFIG=$(cluster env | sed -n 's/^export KUBECONFIG=//p')
   ADMIN_KUBECONFIG=$(eval "printf '%s' ${ADMIN_KUBECONFIG}") # undo printf %q
   [[ -f ${ADMIN_KUBECONFIG} ]] || die "no admin kubeconfig at ${ADMIN_KUBECONFIG}"
@@ -317,7 +344,7 @@ cmd_down() {
   stop_manager
   step "Stopping the local cluster and deleting its state"
   cluster down --wipe
-  rm -rf "${SA_KUBECONFIG}" "${LOG_FILE}" "${LOG_FILE}.1"
+  rm -f "${SA_KUBECONFIG}" "${LOG_FILE}" "${LOG_FILE}.1" "${DEMO_DIR}/build.log"
   step "Demo stopped"
 }
 

@@ -158,7 +158,9 @@ func setup() error {
 
 	logf("starting the local cluster")
 	if err := runLocalCluster(os.Stderr, "up"); err != nil {
-		<-built
+		if buildErr := <-built; buildErr != nil {
+			logf("%v", buildErr)
+		}
 		return fmt.Errorf("starting the local cluster: %w", err)
 	}
 	if err := <-built; err != nil {
