@@ -396,7 +396,13 @@ func (r *Reconciler) health(ctx context.Context, st *reconcileState) (bool, erro
 		return true, err
 	}
 	if !h.ready() {
+		// Degraded: it was Ready (or already degraded for this reason) and no spec change
+		// explains why it no longer is.
 		wasReady := meta.IsStatusConditionTrue(status.Conditions, addonsv1alpha1.ConditionReady)
+		if d := meta.FindStatusCondition(status.Conditions, addonsv1alpha1.ConditionDegraded); d != nil &&
+			d.Status == metav1.ConditionTrue && d.Reason == addonsv1alpha1.ReasonChildrenNotReady {
+			wasReady = true
+		}
 		remaining, expired := r.upgradeExpired(st, time.Now())
 		switch {
 		case expired:

@@ -186,7 +186,7 @@ func TestOperatorRestart(t *testing.T) {
 	}).WithTimeout(readyTimeout).WithPolling(50 * time.Millisecond).Should(Succeed())
 	suiteManager.kill()
 	d := getDeployment(g, ns)
-	cr := getCoreDNS(g, ns, coreDNSName)
+	cr := getCoreDNS(g, ns)
 	t.Logf("killed the manager with the rollout at %d/%d updated, %d available; CR status: %s",
 		d.Status.UpdatedReplicas, *d.Spec.Replicas, d.Status.AvailableReplicas, readySummary(cr))
 

@@ -248,12 +248,12 @@ spec:
 `, ns, version, replicas)
 }
 
-// getCoreDNS reads a CoreDNS straight from the API server.
-func getCoreDNS(g Gomega, ns, name string) *addonsv1alpha1.CoreDNS {
+// getCoreDNS reads the CoreDNS named coredns in ns straight from the API server.
+func getCoreDNS(g Gomega, ns string) *addonsv1alpha1.CoreDNS {
 	ctx, cancel := background()
 	defer cancel()
 	cr := &addonsv1alpha1.CoreDNS{}
-	g.Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, cr)).To(Succeed())
+	g.Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: coreDNSName}, cr)).To(Succeed())
 	return cr
 }
 
@@ -263,7 +263,7 @@ func expectReady(t *testing.T, ns string) *addonsv1alpha1.CoreDNS {
 	t.Helper()
 	var cr *addonsv1alpha1.CoreDNS
 	NewWithT(t).Eventually(func(g Gomega) {
-		cr = getCoreDNS(g, ns, coreDNSName)
+		cr = getCoreDNS(g, ns)
 		ready := meta.FindStatusCondition(cr.Status.Conditions, addonsv1alpha1.ConditionReady)
 		g.Expect(ready).NotTo(BeNil(), "no Ready condition yet")
 		g.Expect(ready.ObservedGeneration).To(Equal(cr.Generation), "Ready is about an older generation")

@@ -67,7 +67,7 @@ func (p *managerProcess) start() error {
 	}
 	defer func() { _ = logFile.Close() }()
 	args := append([]string{
-		"--channels=" + filepath.Join(repoRoot, "channels"),
+		"--channels=" + channelsDir,
 		"--leader-elect=false",
 		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(p.port),
 		"--metrics-bind-address=0",

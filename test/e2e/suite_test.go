@@ -69,6 +69,9 @@ var (
 	kubectlPath string
 	// adminKubeconfig authenticates as the cluster admin.
 	adminKubeconfig string
+	// channelsDir holds the repository's channels plus the test-only packages of
+	// testdata/packages; the managers read it.
+	channelsDir string
 	// managerKubeconfig authenticates as the operator's ServiceAccount.
 	managerKubeconfig string
 	// managerBinary is the manager under test.
@@ -124,6 +127,28 @@ func runSuite(m *testing.M) int {
 	return m.Run()
 }
 
+// copyTree copies the files under src into dst, creating folders as needed.
+func copyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, data, 0o644)
+	})
+}
+
 // setup starts the cluster, builds and starts the manager.
 func setup() error {
 	var err error
@@ -150,6 +175,13 @@ func setup() error {
 		"LOCAL_CLUSTER_LOG_LINES=40",
 	}
 	adminKubeconfig = filepath.Join(workDir, "cluster", "kubeconfig")
+	channelsDir = filepath.Join(workDir, "channels")
+	if err := copyTree(filepath.Join(repoRoot, "channels"), channelsDir); err != nil {
+		return fmt.Errorf("copying the channels: %w", err)
+	}
+	if err := copyTree(filepath.Join(repoRoot, "test", "e2e", "testdata", "packages"), filepath.Join(channelsDir, "packages")); err != nil {
+		return fmt.Errorf("adding the test packages: %w", err)
+	}
 	managerKubeconfig = filepath.Join(workDir, "manager.kubeconfig")
 
 	// Build the manager while the cluster starts.
