@@ -330,7 +330,7 @@ func TestCoreDNSBadInput(t *testing.T) {
 			name:    "unknown version",
 			mutate:  func(c *addonsv1alpha1.CoreDNS) { c.Spec.Version = "9.9.9" },
 			reason:  addonsv1alpha1.ReasonVersionNotFound,
-			message: `coredns has no version "9.9.9" (available: 1.11.3, 1.12.1)`,
+			message: `coredns has no version "9.9.9" (available: 1.11.3, 1.12.1`,
 		},
 		{
 			name:    "version with path characters",

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"path/filepath"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -9,10 +10,13 @@ import (
 	addonv1alpha1 "sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/addon/pkg/apis/v1alpha1"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	"github.com/kaddons/kaddons/controllers/channels"
 )
 
 func TestCoreDNSGolden(t *testing.T) {
-	for _, version := range source.Versions("coredns") {
+	// Only the shipped packages, not the test-only ones in testdata/packages.
+	shipped := channels.NewSource(filepath.Join("..", "channels"), "")
+	for _, version := range shipped.Versions("coredns") {
 		for _, tc := range []struct {
 			name      string
 			namespace string

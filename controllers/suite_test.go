@@ -97,7 +97,24 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "creating manager: %v\n", err)
 		return 1
 	}
-	source = channels.NewSource(filepath.Join("..", "channels"), channels.DefaultChannel)
+	// The manager reads the repository's channels plus the test-only packages of
+	// testdata/packages, copied into a temporary folder.
+	channelsDir, err := os.MkdirTemp("", "kaddons-channels-")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "creating channels folder: %v\n", err)
+		return 1
+	}
+	defer func() { _ = os.RemoveAll(channelsDir) }()
+	for src, dst := range map[string]string{
+		filepath.Join("..", "channels"):       channelsDir,
+		filepath.Join("testdata", "packages"): filepath.Join(channelsDir, "packages"),
+	} {
+		if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
+			fmt.Fprintf(os.Stderr, "copying %s: %v\n", src, err)
+			return 1
+		}
+	}
+	source = channels.NewSource(channelsDir, channels.DefaultChannel)
 	if err := SetupWithManager(testMgr, engine.Options{Source: source}); err != nil {
 		fmt.Fprintf(os.Stderr, "setting up controllers: %v\n", err)
 		return 1

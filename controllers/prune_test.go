@@ -1,0 +1,113 @@
+package controllers
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	"github.com/kaddons/kaddons/controllers/engine"
+)
+
+// The test-only packages of testdata/packages: 1.12.1 without its PodDisruptionBudget,
+// and the same with a Service the API server rejects.
+const (
+	versionNoPDB  = "1.12.1-no-pdb"
+	versionBroken = "1.12.1-broken"
+)
+
+// eventsFor lists the events of one reason in ns.
+func eventsFor(g Gomega, ns, reason string) []corev1.Event {
+	events := &corev1.EventList{}
+	g.Expect(k8sClient.List(context.Background(), events, client.InNamespace(ns))).To(Succeed())
+	var out []corev1.Event
+	for _, e := range events.Items {
+		if e.Reason == reason {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// newDecoy creates a PodDisruptionBudget that carries the add-on's labels but is not
+// in its inventory.
+func newDecoy(t *testing.T, ns string) *policyv1.PodDisruptionBudget {
+	t.Helper()
+	decoy := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "decoy", Namespace: ns, Labels: map[string]string{
+			engine.LabelManagedBy: engine.ManagedByValue, engine.LabelKind: "coredns",
+			engine.LabelNamespace: ns, engine.LabelName: "coredns",
+		}},
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptrIntOrString(1)},
+	}
+	NewWithT(t).Expect(k8sClient.Create(context.Background(), decoy)).To(Succeed())
+	return decoy
+}
+
+func ptrIntOrString(i int) *intstr.IntOrString {
+	v := intstr.FromInt32(int32(i))
+	return &v
+}
+
+func TestPruneRemovesOnlyWhatLeftTheManifests(t *testing.T) {
+	ctx := context.Background()
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	cr := newCoreDNS(ns, newVersion)
+	createCoreDNS(t, cr)
+	decoy := newDecoy(t, ns)
+
+	updateCoreDNS(t, cr, func(c *addonsv1alpha1.CoreDNS) { c.Spec.Version = versionNoPDB })
+	waitApplied(t, cr, versionNoPDB)
+	g.Expect(cr.Status.Inventory).To(HaveLen(6))
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "coredns"}, &policyv1.PodDisruptionBudget{}))
+	}).WithTimeout(eventuallyTimeout).Should(BeTrue(), "the PodDisruptionBudget that left the package was not pruned")
+	g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(decoy), &policyv1.PodDisruptionBudget{})).To(Succeed(),
+		"an object outside the inventory was deleted because of its labels")
+	g.Eventually(func(g Gomega) {
+		pruned := eventsFor(g, ns, engine.EventPruned)
+		g.Expect(pruned).To(HaveLen(1))
+		g.Expect(pruned[0].Message).To(ContainSubstring("PodDisruptionBudget " + ns + "/coredns"))
+	}).WithTimeout(eventuallyTimeout).Should(Succeed())
+}
+
+func TestNothingIsPrunedAfterAPartialApply(t *testing.T) {
+	ctx := context.Background()
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	cr := newCoreDNS(ns, newVersion)
+	createCoreDNS(t, cr)
+	errorsBefore := metricValue(t, "kaddons_reconciles_total", map[string]string{"kind": "CoreDNS", "result": "error"})
+
+	updateCoreDNS(t, cr, func(c *addonsv1alpha1.CoreDNS) { c.Spec.Version = versionBroken })
+	ready := waitReason(t, cr, addonsv1alpha1.ReasonApplyFailed)
+	g.Expect(ready.Message).To(ContainSubstring("applying Service " + ns + "/kube-dns"))
+	g.Expect(ready.Message).To(ContainSubstring(`Unsupported value: "QUIC"`))
+	g.Expect(cr.Status.AppliedVersion).To(Equal(newVersion), "a failed apply is not the applied version")
+
+	// The apply is retried with back-off; the PodDisruptionBudget stays all along, and
+	// the repeated failure gives one event, not one per retry.
+	g.Eventually(func() float64 {
+		return metricValue(t, "kaddons_reconciles_total", map[string]string{"kind": "CoreDNS", "result": "error"})
+	}).WithTimeout(eventuallyTimeout).Should(BeNumerically(">=", errorsBefore+3))
+	g.Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "coredns"}, &policyv1.PodDisruptionBudget{})).To(Succeed())
+	getAddon(g, cr)
+	g.Expect(cr.Status.Inventory).To(HaveLen(7), "the inventory still lists the PodDisruptionBudget")
+	g.Expect(eventsFor(g, ns, addonsv1alpha1.ReasonApplyFailed)).To(HaveLen(1))
+
+	// Fixing the spec applies and prunes.
+	updateCoreDNS(t, cr, func(c *addonsv1alpha1.CoreDNS) { c.Spec.Version = versionNoPDB })
+	waitApplied(t, cr, versionNoPDB)
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "coredns"}, &policyv1.PodDisruptionBudget{}))
+	}).WithTimeout(eventuallyTimeout).Should(BeTrue())
+}
