@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -148,6 +149,8 @@ func zapLevel() zapcore.Level {
 type requestCounter struct {
 	mu     sync.Mutex
 	counts map[string]int
+	// writes lists the paths of the writes, in order.
+	writes []string
 }
 
 // requests counts every request the suite's manager sends.
@@ -159,6 +162,9 @@ func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 		if req.URL.Query().Get("watch") != "true" {
 			c.mu.Lock()
 			c.counts[req.Method]++
+			if req.Method != http.MethodGet {
+				c.writes = append(c.writes, req.Method+" "+req.URL.Path)
+			}
 			if os.Getenv("KADDONS_TEST_REQUESTS") != "" {
 				fmt.Fprintf(os.Stderr, "request: %s %s\n", req.Method, req.URL.Path)
 			}
@@ -187,6 +193,27 @@ func (c *requestCounter) writesSince(before map[string]int) int {
 		n += now[m] - before[m]
 	}
 	return n
+}
+
+// objectWritesSince returns the writes since the n-th whose path names ns (which includes
+// the cluster RBAC of an add-on in ns), leaving out events.
+func (c *requestCounter) objectWritesSince(n int, ns string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, w := range c.writes[n:] {
+		if strings.Contains(w, ns) && !strings.Contains(w, "/events") {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// writeCount returns how many writes were recorded so far.
+func (c *requestCounter) writeCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.writes)
 }
 
 // totalSince returns every request since before.

@@ -105,7 +105,10 @@ func (a *Applier) Apply(ctx context.Context, opts applier.ApplierOptions) error 
 		return err
 	}
 	for s := range stages {
-		stages[s] = slices.DeleteFunc(stages[s], func(o *manifest.Object) bool { return skip[refOf(o.UnstructuredObject())] })
+		stages[s] = slices.DeleteFunc(stages[s], func(o *manifest.Object) bool {
+			ref := refOf(o.UnstructuredObject())
+			return skip[ref] || (st.onlyApply != nil && !st.onlyApply[ref])
+		})
 	}
 	for s := stageCRDs; s <= stageAPIEndpoints; s++ {
 		if err := a.applyStage(ctx, st, stages[s]); err != nil {

@@ -57,17 +57,82 @@ func checkHealth(ctx context.Context, reader client.Reader, refs []addonsv1alpha
 			h.notReady = append(h.notReady, ref.String()+": waiting for the applied generation to be observed")
 			continue
 		}
-		res, err := status.Compute(live)
+		ready, msg, err := objectHealth(live)
 		if err != nil {
 			return h, fmt.Errorf("computing status of %s: %w", ref, err)
 		}
-		if res.Status != status.CurrentStatus {
-			msg := res.Message
-			if msg == "" {
-				msg = string(res.Status)
-			}
+		if !ready {
 			h.notReady = append(h.notReady, ref.String()+": "+msg)
 		}
 	}
 	return h, nil
+}
+
+// objectHealth reports whether one object is ready, and why not. kstatus decides for
+// every kind but two that it reports as current without looking: an APIService must
+// report Available (an aggregated API that cannot be reached is exactly what an add-on's
+// status must show), and a PodDisruptionBudget must have been observed by the disruption
+// controller with enough healthy pods.
+func objectHealth(u *unstructured.Unstructured) (bool, string, error) {
+	gvk := u.GroupVersionKind()
+	switch {
+	case gvk.Group == "apiregistration.k8s.io" && gvk.Kind == "APIService":
+		return conditionTrue(u, "Available")
+	case gvk.Group == "policy" && gvk.Kind == "PodDisruptionBudget":
+		return pdbHealth(u), pdbMessage(u), nil
+	}
+	res, err := status.Compute(u)
+	if err != nil {
+		return false, "", err
+	}
+	if res.Status == status.CurrentStatus {
+		return true, "", nil
+	}
+	if res.Message == "" {
+		return false, string(res.Status), nil
+	}
+	return false, res.Message, nil
+}
+
+// conditionTrue reports whether u has condition typ with status True, and otherwise the
+// condition's reason and message.
+func conditionTrue(u *unstructured.Unstructured, typ string) (bool, string, error) {
+	conditions, _, err := unstructured.NestedSlice(u.Object, "status", "conditions")
+	if err != nil {
+		return false, "", err
+	}
+	for _, c := range conditions {
+		m, _ := c.(map[string]any)
+		if m["type"] != typ {
+			continue
+		}
+		if m["status"] == "True" {
+			return true, "", nil
+		}
+		return false, fmt.Sprintf("%s=%v (%v: %v)", typ, m["status"], m["reason"], m["message"]), nil
+	}
+	return false, typ + " not reported yet", nil
+}
+
+// pdbHealth reports whether the disruption controller observed the budget's generation
+// and counts at least as many healthy pods as it needs.
+func pdbHealth(u *unstructured.Unstructured) bool {
+	observed, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
+	current, _, _ := unstructured.NestedInt64(u.Object, "status", "currentHealthy")
+	desired, _, _ := unstructured.NestedInt64(u.Object, "status", "desiredHealthy")
+	return observed >= u.GetGeneration() && current >= desired
+}
+
+// pdbMessage explains an unhealthy PodDisruptionBudget.
+func pdbMessage(u *unstructured.Unstructured) string {
+	observed, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
+	if observed < u.GetGeneration() {
+		return fmt.Sprintf("generation %d not yet observed by the disruption controller", u.GetGeneration())
+	}
+	current, _, _ := unstructured.NestedInt64(u.Object, "status", "currentHealthy")
+	desired, _, _ := unstructured.NestedInt64(u.Object, "status", "desiredHealthy")
+	if current < desired {
+		return fmt.Sprintf("Healthy: %d/%d", current, desired)
+	}
+	return ""
 }

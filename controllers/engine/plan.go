@@ -13,22 +13,24 @@ import (
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 )
 
-// plan decides whether anything needs to be written. When the inventory already holds
-// exactly the rendered objects and every one of them, read from the cache, still carries
-// every field the manifests set, the apply is skipped: a reconcile with unchanged inputs
-// and no drift makes no API request at all.
+// plan decides what needs to be written. When the inventory already holds exactly the
+// rendered objects and every one of them, read from the cache, still carries every field
+// the manifests set, the apply is skipped: a reconcile with unchanged inputs and no drift
+// makes no API request at all. When only some objects drifted, only those are applied.
 func (r *Reconciler) plan(ctx context.Context, st *reconcileState) (bool, error) {
 	status := st.addon.GetAddonStatus()
 	if status.AppliedVersion != st.resolved.Version || !sameSet(status.Inventory, st.objects.Items) {
 		return false, nil
 	}
+	drifted := map[addonsv1alpha1.ObjectReference]bool{}
 	for _, o := range st.objects.Items {
 		desired := o.UnstructuredObject()
 		live := &unstructured.Unstructured{}
 		live.SetGroupVersionKind(desired.GroupVersionKind())
 		err := r.client.Get(ctx, types.NamespacedName{Namespace: desired.GetNamespace(), Name: desired.GetName()}, live)
 		if apierrors.IsNotFound(err) {
-			return false, nil
+			drifted[refOf(desired)] = true
+			continue
 		}
 		if err != nil {
 			return false, fmt.Errorf("reading %s from the cache: %w", refOf(desired), err)
@@ -38,11 +40,15 @@ func (r *Reconciler) plan(ctx context.Context, st *reconcileState) (bool, error)
 			continue
 		}
 		if !contains(live.Object, withoutOwnerRefs(desired).Object) {
-			return false, nil
+			drifted[refOf(desired)] = true
 		}
 	}
-	st.skipApply = true
-	st.inventory = status.Inventory
+	if len(drifted) == 0 {
+		st.skipApply = true
+		st.inventory = status.Inventory
+		return false, nil
+	}
+	st.onlyApply = drifted
 	return false, nil
 }
 

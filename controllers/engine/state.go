@@ -26,6 +26,8 @@ type reconcileState struct {
 
 	// skipApply is set by the plan phase when nothing needs to be written.
 	skipApply bool
+	// onlyApply, when set by the plan phase, limits the apply to the objects that drifted.
+	onlyApply map[addonsv1alpha1.ObjectReference]bool
 	// applyCalled is set by the applier, so the engine knows KDP got as far as applying.
 	applyCalled bool
 	// applied lists the objects applied in this reconcile, with their new generation.

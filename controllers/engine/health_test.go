@@ -1,0 +1,188 @@
+package engine
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+)
+
+func TestObjectHealth(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		object  string
+		ready   bool
+		message string
+	}{
+		{
+			name: "available Deployment",
+			object: `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: d, namespace: n, generation: 2}
+spec: {replicas: 2}
+status:
+  observedGeneration: 2
+  replicas: 2
+  updatedReplicas: 2
+  readyReplicas: 2
+  availableReplicas: 2
+  conditions:
+  - {type: Available, status: "True", reason: MinimumReplicasAvailable}
+  - {type: Progressing, status: "True", reason: NewReplicaSetAvailable}`,
+			ready: true,
+		},
+		{
+			name: "Deployment short of replicas",
+			object: `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: d, namespace: n, generation: 2}
+spec: {replicas: 2}
+status:
+  observedGeneration: 2
+  replicas: 2
+  updatedReplicas: 2
+  readyReplicas: 1
+  availableReplicas: 1
+  conditions:
+  - {type: Available, status: "True", reason: MinimumReplicasAvailable}
+  - {type: Progressing, status: "True", reason: NewReplicaSetAvailable}`,
+			message: "Available: 1/2",
+		},
+		{
+			name: "Deployment not yet observed",
+			object: `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: d, namespace: n, generation: 3}
+spec: {replicas: 2}
+status: {observedGeneration: 2}`,
+			message: "Deployment generation is 3, but latest observed generation is 2",
+		},
+		{
+			name: "DaemonSet missing a pod",
+			object: `apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: ds, namespace: n, generation: 1}
+status: {observedGeneration: 1, desiredNumberScheduled: 3, currentNumberScheduled: 3, updatedNumberScheduled: 3, numberAvailable: 2, numberReady: 2}`,
+			message: "Available: 2/3",
+		},
+		{
+			name: "completed Job",
+			object: `apiVersion: batch/v1
+kind: Job
+metadata: {name: j, namespace: n, generation: 1}
+spec: {completions: 1}
+status:
+  succeeded: 1
+  conditions:
+  - {type: Complete, status: "True"}`,
+			ready: true,
+		},
+		{
+			name: "established CRD",
+			object: `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: things.example.com, generation: 1}
+status:
+  conditions:
+  - {type: Established, status: "True"}
+  - {type: NamesAccepted, status: "True"}`,
+			ready: true,
+		},
+		{
+			name: "CRD not established",
+			object: `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: things.example.com, generation: 1}
+status:
+  conditions:
+  - {type: Established, status: "False"}`,
+		},
+		{
+			name: "available APIService",
+			object: `apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata: {name: v1beta1.metrics.k8s.io}
+status:
+  conditions:
+  - {type: Available, status: "True", reason: Passed}`,
+			ready: true,
+		},
+		{
+			name: "unreachable APIService",
+			object: `apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata: {name: v1beta1.metrics.k8s.io}
+status:
+  conditions:
+  - {type: Available, status: "False", reason: FailedDiscoveryCheck, message: "no response from https://10.0.0.1:443"}`,
+			message: "Available=False (FailedDiscoveryCheck: no response from https://10.0.0.1:443)",
+		},
+		{
+			name:    "APIService before its first check",
+			object:  "apiVersion: apiregistration.k8s.io/v1\nkind: APIService\nmetadata: {name: v1beta1.metrics.k8s.io}",
+			message: "Available not reported yet",
+		},
+		{
+			name: "StatefulSet rolled out",
+			object: `apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: s, namespace: n, generation: 1}
+spec: {replicas: 2}
+status: {observedGeneration: 1, replicas: 2, readyReplicas: 2, currentReplicas: 2, updatedReplicas: 2, availableReplicas: 2}`,
+			ready: true,
+		},
+		{
+			name: "PodDisruptionBudget not observed",
+			object: `apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: p, namespace: n, generation: 1}
+spec: {minAvailable: 1}`,
+			message: "generation 1 not yet observed by the disruption controller",
+		},
+		{
+			name: "PodDisruptionBudget short of healthy pods",
+			object: `apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: p, namespace: n, generation: 1}
+spec: {minAvailable: 2}
+status: {observedGeneration: 1, currentHealthy: 1, desiredHealthy: 2}`,
+			message: "Healthy: 1/2",
+		},
+		{
+			name: "healthy PodDisruptionBudget",
+			object: `apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: p, namespace: n, generation: 1}
+spec: {minAvailable: 1}
+status: {observedGeneration: 1, currentHealthy: 2, desiredHealthy: 1}`,
+			ready: true,
+		},
+		{
+			name:   "ConfigMap",
+			object: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: n}",
+			ready:  true,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data, err := yaml.YAMLToJSON([]byte(tc.object))
+			if err != nil {
+				t.Fatal(err)
+			}
+			u := &unstructured.Unstructured{}
+			if err := u.UnmarshalJSON(data); err != nil {
+				t.Fatal(err)
+			}
+			ready, msg, err := objectHealth(u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ready != tc.ready {
+				t.Fatalf("ready = %v (%q), want %v", ready, msg, tc.ready)
+			}
+			if !strings.Contains(msg, tc.message) {
+				t.Errorf("message %q does not contain %q", msg, tc.message)
+			}
+		})
+	}
+}
