@@ -185,16 +185,6 @@ func (c *requestCounter) snapshot() map[string]int {
 	return out
 }
 
-// writesSince returns the writes (POST, PUT, PATCH, DELETE) since before.
-func (c *requestCounter) writesSince(before map[string]int) int {
-	now := c.snapshot()
-	n := 0
-	for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
-		n += now[m] - before[m]
-	}
-	return n
-}
-
 // objectWritesSince returns the writes since the n-th whose path names ns (which includes
 // the cluster RBAC of an add-on in ns), leaving out events.
 func (c *requestCounter) objectWritesSince(n int, ns string) []string {
