@@ -5,9 +5,11 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -22,6 +24,8 @@ import (
 const (
 	versionNoPDB  = "1.12.1-no-pdb"
 	versionBroken = "1.12.1-broken"
+	// versionNewSelector changes the Deployment's selector.
+	versionNewSelector = "1.12.1-new-selector"
 )
 
 // eventsFor lists the events of one reason in ns.
@@ -110,4 +114,37 @@ func TestNothingIsPrunedAfterAPartialApply(t *testing.T) {
 	g.Eventually(func() bool {
 		return apierrors.IsNotFound(k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "coredns"}, &policyv1.PodDisruptionBudget{}))
 	}).WithTimeout(eventuallyTimeout).Should(BeTrue())
+}
+
+func TestImmutableFieldChange(t *testing.T) {
+	ctx := context.Background()
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	cr := newCoreDNS(ns, newVersion)
+	createCoreDNS(t, cr)
+	key := types.NamespacedName{Namespace: ns, Name: "coredns"}
+	before := &appsv1.Deployment{}
+	g.Expect(k8sClient.Get(ctx, key, before)).To(Succeed())
+
+	updateCoreDNS(t, cr, func(c *addonsv1alpha1.CoreDNS) { c.Spec.Version = versionNewSelector })
+	ready := waitReason(t, cr, addonsv1alpha1.ReasonImmutableField)
+	g.Expect(ready.Message).To(ContainSubstring("applying Deployment " + ns + "/coredns: the new manifest changes spec.selector"))
+	degraded := meta.FindStatusCondition(cr.Status.Conditions, addonsv1alpha1.ConditionDegraded)
+	g.Expect(degraded.Status).To(Equal(metav1.ConditionTrue))
+	g.Expect(degraded.Reason).To(Equal(addonsv1alpha1.ReasonImmutableField))
+	same := &appsv1.Deployment{}
+	g.Expect(k8sClient.Get(ctx, key, same)).To(Succeed())
+	g.Expect(same.UID).To(Equal(before.UID), "the Deployment was deleted without the opt-in")
+
+	updateCoreDNS(t, cr, func(c *addonsv1alpha1.CoreDNS) {
+		c.Spec.Upgrade = &addonsv1alpha1.UpgradeSpec{RecreateOnImmutable: true}
+	})
+	waitApplied(t, cr, versionNewSelector)
+	after := &appsv1.Deployment{}
+	g.Expect(k8sClient.Get(ctx, key, after)).To(Succeed())
+	g.Expect(after.UID).NotTo(Equal(before.UID))
+	g.Expect(after.Spec.Selector.MatchLabels).To(HaveKeyWithValue("app.kubernetes.io/name", "coredns"))
+	g.Eventually(func(g Gomega) {
+		g.Expect(eventsFor(g, ns, engine.EventRecreated)).To(HaveLen(1))
+	}).WithTimeout(eventuallyTimeout).Should(Succeed())
 }

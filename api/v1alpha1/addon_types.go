@@ -153,6 +153,12 @@ type UpgradeSpec struct {
 	// rollback re-applies the last healthy version when an upgrade fails. Defaults to true.
 	// +optional
 	Rollback *bool `json:"rollback,omitempty"`
+
+	// recreateOnImmutable deletes and re-creates an object whose new manifest changes a
+	// field the API server does not allow to change (a Deployment's selector, a
+	// Service's clusterIP). Without it such a change is reported and nothing is deleted.
+	// +optional
+	RecreateOnImmutable bool `json:"recreateOnImmutable,omitempty"`
 }
 
 // AddonReference names another add-on.

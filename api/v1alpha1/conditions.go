@@ -35,6 +35,9 @@ const (
 	// ReasonOwnershipConflict means a rendered object already exists and belongs to
 	// another add-on; kaddons does not take it over.
 	ReasonOwnershipConflict = "OwnershipConflict"
+	// ReasonImmutableField means a new manifest changes a field the API server does not
+	// allow to change, and spec.upgrade.recreateOnImmutable is not set.
+	ReasonImmutableField = "ImmutableField"
 	// ReasonDeleting means the add-on is being deleted and its children are being removed.
 	ReasonDeleting = "Deleting"
 

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -232,7 +234,7 @@ func (a *Applier) applyStage(ctx context.Context, st *reconcileState, objects []
 			defer func() { <-sem }()
 			u := o.UnstructuredObject().DeepCopy()
 			ref := refOf(u)
-			err := a.apply(ctx, u)
+			err := a.apply(ctx, st, u)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -259,7 +261,75 @@ const bindingRetryTimeout = 10 * time.Second
 // apply server-side applies one object. A (Cluster)RoleBinding is retried briefly on
 // NotFound: without the bind verb, the API server checks the role it grants, and its
 // RBAC cache may not hold a role created a moment ago.
-func (a *Applier) apply(ctx context.Context, u *unstructured.Unstructured) error {
+func (a *Applier) apply(ctx context.Context, st *reconcileState, u *unstructured.Unstructured) error {
+	err := a.applyRetryingBindings(ctx, u)
+	fields := immutableFields(err)
+	if fields == "" {
+		return err
+	}
+	ref := refOf(u)
+	if up := st.addon.GetAddonSpec().Upgrade; up == nil || !up.RecreateOnImmutable {
+		return &immutableError{ref: ref, fields: fields, err: err}
+	}
+	log.FromContext(ctx).Info("Re-creating object to change immutable fields", "object", ref.String(), "fields", fields)
+	if err := a.recreate(ctx, u); err != nil {
+		return fmt.Errorf("re-creating %s to change %s: %w", ref, fields, err)
+	}
+	st.recreated = append(st.recreated, ref)
+	return a.applyRetryingBindings(ctx, u)
+}
+
+// immutableError reports an apply refused because it changes immutable fields.
+type immutableError struct {
+	ref    addonsv1alpha1.ObjectReference
+	fields string
+	err    error
+}
+
+func (e *immutableError) Error() string {
+	return fmt.Sprintf("the new manifest changes %s, which cannot be changed in place; "+
+		"set spec.upgrade.recreateOnImmutable to let kaddons delete and re-create %s", e.fields, e.ref)
+}
+
+func (e *immutableError) Unwrap() error { return e.err }
+
+// immutableFields returns the fields an Invalid error says are immutable, or "".
+func immutableFields(err error) string {
+	var apiStatus apierrors.APIStatus
+	if err == nil || !apierrors.IsInvalid(err) || !errors.As(err, &apiStatus) {
+		return ""
+	}
+	var fields []string
+	if details := apiStatus.Status().Details; details != nil {
+		for _, c := range details.Causes {
+			if strings.Contains(c.Message, "immutable") {
+				fields = append(fields, c.Field)
+			}
+		}
+	}
+	if len(fields) == 0 && strings.Contains(err.Error(), "field is immutable") {
+		fields = append(fields, "an immutable field")
+	}
+	return strings.Join(fields, ", ")
+}
+
+// recreate deletes the live object and waits until it is gone.
+func (a *Applier) recreate(ctx context.Context, u *unstructured.Unstructured) error {
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(u.GroupVersionKind())
+	live.SetNamespace(u.GetNamespace())
+	live.SetName(u.GetName())
+	if err := a.client.Delete(ctx, live, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+		return err
+	}
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, crdEstablishTimeout, true, func(ctx context.Context) (bool, error) {
+		err := a.reader.Get(ctx, types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}, live.DeepCopy())
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+}
+
+// applyRetryingBindings server-side applies u, retrying a binding briefly on NotFound.
+func (a *Applier) applyRetryingBindings(ctx context.Context, u *unstructured.Unstructured) error {
 	applyOnce := func() error {
 		return a.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
 			client.FieldOwner(FieldManager), client.ForceOwnership)

@@ -364,6 +364,12 @@ func (r *Reconciler) apply(ctx context.Context, st *reconcileState) (bool, error
 		markStalled(status, generation, reason, st.modeErr.Error())
 		return true, reconcile.TerminalError(st.modeErr)
 	case st.applyErr != nil:
+		var immutable *immutableError
+		if errors.As(st.applyErr, &immutable) {
+			// Retrying cannot help: the spec must change or opt in to re-creation.
+			markFailed(status, generation, addonsv1alpha1.ReasonImmutableField, st.applyErr.Error())
+			return true, reconcile.TerminalError(st.applyErr)
+		}
 		markFailed(status, generation, addonsv1alpha1.ReasonApplyFailed, st.applyErr.Error())
 		return true, st.applyErr
 	case st.pruneErr != nil:

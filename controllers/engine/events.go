@@ -20,6 +20,8 @@ const (
 	EventPruned = "Pruned"
 	// EventReady is recorded when the add-on becomes Ready.
 	EventReady = "Ready"
+	// EventRecreated is recorded when objects were re-created to change immutable fields.
+	EventRecreated = "Recreated"
 	// EventDriftCorrected is recorded when kaddons re-applied children that drifted.
 	EventDriftCorrected = "DriftCorrected"
 )
@@ -46,6 +48,14 @@ func (r *Reconciler) recordEvents(before, after addonsv1alpha1.Addon, st *reconc
 			strings.Join(names, ", "))
 	}
 
+	if len(st.recreated) > 0 {
+		names := make([]string, 0, len(st.recreated))
+		for _, o := range st.recreated {
+			names = append(names, o.String())
+		}
+		r.event(after, corev1.EventTypeNormal, EventRecreated, "Apply", "Deleted and re-created to change immutable fields: %s",
+			strings.Join(names, ", "))
+	}
 	if len(st.drifted) > 0 {
 		names := make([]string, 0, len(st.drifted))
 		for _, d := range st.drifted {

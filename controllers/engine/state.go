@@ -46,6 +46,8 @@ type reconcileState struct {
 	drifted []addonsv1alpha1.ObjectReference
 	// inputsChanged is true when the generation or version differs from the last apply.
 	inputsChanged bool
+	// recreated lists objects deleted and re-created to change immutable fields.
+	recreated []addonsv1alpha1.ObjectReference
 	// modeErr is an unknown addons.kaddons.dev/mode annotation on a child.
 	modeErr error
 	// pruneErr is a failure to delete a pruned object.
