@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -73,4 +74,31 @@ func TestDriftMakesOneCorrectiveWrite(t *testing.T) {
 	g.Consistently(func() []string { return requests.objectWritesSince(before, ns) }).
 		WithTimeout(2 * time.Second).WithPolling(200 * time.Millisecond).
 		Should(Equal([]string{"PATCH /api/v1/namespaces/" + ns + "/configmaps/coredns"}))
+}
+
+func TestCacheHoldsOnlyManagedChildren(t *testing.T) {
+	ctx := context.Background()
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	cr := newCoreDNS(ns, newVersion)
+	createCoreDNS(t, cr)
+	unrelated := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "unrelated", Namespace: ns}, Data: map[string]string{"a": "b"}}
+	g.Expect(k8sClient.Create(ctx, unrelated)).To(Succeed())
+
+	// The unrelated ConfigMap exists (the API server lists it) but never enters the
+	// manager's cache; the add-on's own ConfigMap does.
+	live := &corev1.ConfigMapList{}
+	g.Expect(k8sClient.List(ctx, live, client.InNamespace(ns))).To(Succeed())
+	g.Expect(live.Items).To(ContainElement(HaveField("ObjectMeta.Name", "unrelated")))
+	cached := &unstructured.UnstructuredList{}
+	cached.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
+	g.Eventually(func(g Gomega) {
+		g.Expect(testMgr.GetCache().List(ctx, cached, client.InNamespace(ns))).To(Succeed())
+		names := []string{}
+		for _, item := range cached.Items {
+			names = append(names, item.GetName())
+			g.Expect(item.GetManagedFields()).To(BeEmpty(), "managed fields are stripped from the cache")
+		}
+		g.Expect(names).To(ConsistOf("coredns"))
+	}).WithTimeout(eventuallyTimeout).Should(Succeed())
 }
