@@ -94,7 +94,7 @@ func TestCacheHoldsOnlyManagedChildren(t *testing.T) {
 	cached.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
 	g.Eventually(func(g Gomega) {
 		g.Expect(testMgr.GetCache().List(ctx, cached, client.InNamespace(ns))).To(Succeed())
-		names := []string{}
+		names := make([]string, 0, len(cached.Items))
 		for _, item := range cached.Items {
 			names = append(names, item.GetName())
 			g.Expect(item.GetManagedFields()).To(BeEmpty(), "managed fields are stripped from the cache")

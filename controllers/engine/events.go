@@ -39,30 +39,22 @@ func (r *Reconciler) recordEvents(before, after addonsv1alpha1.Addon, st *reconc
 				st.resolved.Addon, oldStatus.AppliedVersion, newStatus.AppliedVersion)
 		}
 	}
-	if len(st.pruned) > 0 {
-		names := make([]string, 0, len(st.pruned))
-		for _, p := range st.pruned {
-			names = append(names, p.String())
+	for _, list := range []struct {
+		refs                 []addonsv1alpha1.ObjectReference
+		reason, action, note string
+	}{
+		{st.pruned, EventPruned, "Prune", "Deleted objects that left the manifests"},
+		{st.recreated, EventRecreated, "Apply", "Deleted and re-created to change immutable fields"},
+		{st.drifted, EventDriftCorrected, "Apply", "Restored objects that drifted from the manifests"},
+	} {
+		if len(list.refs) == 0 {
+			continue
 		}
-		r.event(after, corev1.EventTypeNormal, EventPruned, "Prune", "Deleted objects that left the manifests: %s",
-			strings.Join(names, ", "))
-	}
-
-	if len(st.recreated) > 0 {
-		names := make([]string, 0, len(st.recreated))
-		for _, o := range st.recreated {
-			names = append(names, o.String())
+		names := make([]string, 0, len(list.refs))
+		for _, ref := range list.refs {
+			names = append(names, ref.String())
 		}
-		r.event(after, corev1.EventTypeNormal, EventRecreated, "Apply", "Deleted and re-created to change immutable fields: %s",
-			strings.Join(names, ", "))
-	}
-	if len(st.drifted) > 0 {
-		names := make([]string, 0, len(st.drifted))
-		for _, d := range st.drifted {
-			names = append(names, d.String())
-		}
-		r.event(after, corev1.EventTypeNormal, EventDriftCorrected, "Apply", "Restored objects that drifted from the manifests: %s",
-			strings.Join(names, ", "))
+		r.event(after, corev1.EventTypeNormal, list.reason, list.action, "%s: %s", list.note, strings.Join(names, ", "))
 	}
 
 	oldReady := meta.FindStatusCondition(oldStatus.Conditions, addonsv1alpha1.ConditionReady)
