@@ -10,6 +10,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -171,7 +172,8 @@ func (a *Applier) handedOver(ctx context.Context, st *reconcileState,
 			if m, ok := live.GetAnnotations()[addonsv1alpha1.AnnotationMode]; ok {
 				mode = m
 			}
-		case !apierrors.IsNotFound(err):
+		case !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err):
+			// A kind the package's own CRD defines is not served yet: nothing exists.
 			return nil, fmt.Errorf("reading %s: %w", ref, err)
 		}
 		switch mode {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
@@ -46,7 +47,7 @@ func checkHealth(ctx context.Context, reader client.Reader, refs []addonsv1alpha
 		live := &unstructured.Unstructured{}
 		live.SetGroupVersionKind(ref.GroupVersionKind())
 		err := reader.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, live)
-		if apierrors.IsNotFound(err) {
+		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
 			h.notReady = append(h.notReady, ref.String()+": not found")
 			continue
 		}

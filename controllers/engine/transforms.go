@@ -182,14 +182,15 @@ func setNamespace(mapper meta.RESTMapper, home string) ObjectTransform {
 				serviceAccounts[o.GetName()] = true
 			}
 		}
+		packaged := packagedScopes(objects)
 		for _, o := range objects.Items {
 			gvk := o.GroupVersionKind()
-			mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+			scope, err := scopeOf(mapper, packaged, gvk)
 			if err != nil {
-				return fmt.Errorf("looking up %s: %w", gvk, err)
+				return err
 			}
 			switch {
-			case mapping.Scope.Name() == meta.RESTScopeNameNamespace:
+			case scope == meta.RESTScopeNameNamespace:
 				if err := o.SetNamespace(ns); err != nil {
 					return err
 				}
@@ -213,6 +214,41 @@ func setNamespace(mapper meta.RESTMapper, home string) ObjectTransform {
 		}
 		return nil
 	}
+}
+
+// packagedScopes returns the scope of every kind that a CustomResourceDefinition of the
+// package defines: those kinds are unknown to the API server until the CRD is applied.
+func packagedScopes(objects *manifest.Objects) map[schema.GroupKind]meta.RESTScopeName {
+	scopes := map[schema.GroupKind]meta.RESTScopeName{}
+	for _, o := range objects.Items {
+		if o.Kind != "CustomResourceDefinition" || o.Group != "apiextensions.k8s.io" {
+			continue
+		}
+		u := o.UnstructuredObject()
+		group, _, _ := unstructured.NestedString(u.Object, "spec", "group")
+		kind, _, _ := unstructured.NestedString(u.Object, "spec", "names", "kind")
+		scope, _, _ := unstructured.NestedString(u.Object, "spec", "scope")
+		if scope == "Namespaced" {
+			scopes[schema.GroupKind{Group: group, Kind: kind}] = meta.RESTScopeNameNamespace
+		} else {
+			scopes[schema.GroupKind{Group: group, Kind: kind}] = meta.RESTScopeNameRoot
+		}
+	}
+	return scopes
+}
+
+// scopeOf returns whether gvk is namespaced, asking the API server's discovery first and
+// the package's own CRDs for kinds it does not serve yet.
+func scopeOf(mapper meta.RESTMapper, packaged map[schema.GroupKind]meta.RESTScopeName,
+	gvk schema.GroupVersionKind) (meta.RESTScopeName, error) {
+	mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err == nil {
+		return mapping.Scope.Name(), nil
+	}
+	if scope, ok := packaged[gvk.GroupKind()]; ok && meta.IsNoMatchError(err) {
+		return scope, nil
+	}
+	return "", fmt.Errorf("looking up %s: %w", gvk, err)
 }
 
 const (
