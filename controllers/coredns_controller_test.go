@@ -44,6 +44,15 @@ func createCoreDNS(t *testing.T, cr *addonsv1alpha1.CoreDNS) {
 	waitApplied(t, cr, cr.Spec.Version)
 }
 
+// createReadyCoreDNS creates cr, plays the controller-manager for its workloads and
+// waits until it is Ready.
+func createReadyCoreDNS(t *testing.T, cr *addonsv1alpha1.CoreDNS) {
+	t.Helper()
+	createCoreDNS(t, cr)
+	markWorkloadsAvailable(t, cr.Namespace)
+	waitReason(t, cr, addonsv1alpha1.ReasonReconciled)
+}
+
 // updateCoreDNS applies mutate to the live CoreDNS and writes it back.
 func updateCoreDNS(t *testing.T, cr *addonsv1alpha1.CoreDNS, mutate func(*addonsv1alpha1.CoreDNS)) {
 	t.Helper()

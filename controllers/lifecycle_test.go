@@ -256,9 +256,7 @@ func TestUpgradeRollback(t *testing.T) {
 			ns := newNamespace(t)
 			cr := newCoreDNS(ns, oldVersion)
 			cr.Spec.Upgrade = &addonsv1alpha1.UpgradeSpec{Timeout: &metav1.Duration{Duration: 2 * time.Second}, Rollback: ptr.To(tc.rollback)}
-			createCoreDNS(t, cr)
-			markWorkloadsAvailable(t, ns)
-			waitReason(t, cr, addonsv1alpha1.ReasonReconciled)
+			createReadyCoreDNS(t, cr)
 			g.Expect(cr.Status.LastHealthyVersion).To(Equal(oldVersion))
 
 			// The new version never becomes available: nothing plays the controller-manager now.
@@ -418,9 +416,7 @@ func TestDegradedAfterReady(t *testing.T) {
 	g := NewWithT(t)
 	ns := newNamespace(t)
 	cr := newCoreDNS(ns, newVersion)
-	createCoreDNS(t, cr)
-	markWorkloadsAvailable(t, ns)
-	waitReason(t, cr, addonsv1alpha1.ReasonReconciled)
+	createReadyCoreDNS(t, cr)
 
 	// The pods stop being available, with no change to the spec.
 	deploy := &appsv1.Deployment{}

@@ -28,9 +28,7 @@ func TestSteadyStateMakesNoRequests(t *testing.T) {
 	g := NewWithT(t)
 	ns := newNamespace(t)
 	cr := newCoreDNS(ns, newVersion)
-	createCoreDNS(t, cr)
-	markWorkloadsAvailable(t, ns)
-	waitReason(t, cr, "Reconciled")
+	createReadyCoreDNS(t, cr)
 
 	// Touching an annotation triggers a reconcile whose inputs are unchanged.
 	g.Eventually(func(g Gomega) {
@@ -51,9 +49,7 @@ func TestDriftMakesOneCorrectiveWrite(t *testing.T) {
 	g := NewWithT(t)
 	ns := newNamespace(t)
 	cr := newCoreDNS(ns, newVersion)
-	createCoreDNS(t, cr)
-	markWorkloadsAvailable(t, ns)
-	waitReason(t, cr, "Reconciled")
+	createReadyCoreDNS(t, cr)
 	key := types.NamespacedName{Namespace: ns, Name: "coredns"}
 
 	cm := &corev1.ConfigMap{}
