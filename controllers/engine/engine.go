@@ -92,6 +92,7 @@ type Reconciler struct {
 	recorder events.EventRecorder
 	kdp      declarative.Reconciler
 	opts     Options
+	renders  renderCache
 }
 
 // New builds the reconciler of def without registering any watch, so tests can drive
@@ -305,6 +306,13 @@ func (r *Reconciler) resolve(_ context.Context, st *reconcileState) (bool, error
 // spec or the package (a bad patch, a kind the controller does not watch) are terminal.
 func (r *Reconciler) render(ctx context.Context, st *reconcileState) (bool, error) {
 	name := types.NamespacedName{Namespace: st.addon.GetNamespace(), Name: st.addon.GetName()}
+	rendered, err := r.source.Render(st.resolved)
+	if err == nil {
+		if objects, ok := r.renders.get(name, st.addon, st.resolved.Version, rendered); ok {
+			st.objects = objects
+			return false, nil
+		}
+	}
 	objects, err := r.kdp.BuildDeploymentObjects(channels.WithResolved(ctx, st.resolved), name, st.addon)
 	if err != nil {
 		var ce *channels.Error
@@ -325,6 +333,7 @@ func (r *Reconciler) render(ctx context.Context, st *reconcileState) (bool, erro
 		}
 	}
 	st.objects = objects
+	r.renders.put(name, st.addon, st.resolved.Version, rendered, objects)
 	return false, nil
 }
 
@@ -474,6 +483,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, obj addonsv1alpha1.Add
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	forgetInstance(r.gvk.Kind, obj.GetNamespace(), obj.GetName())
+	r.renders.forget(owner)
 	log.FromContext(ctx).Info("Deleted add-on and its children", "objects", len(inventory))
 	return ctrl.Result{}, nil
 }
