@@ -61,8 +61,9 @@ func stageOf(group, kind string) int {
 // applyConcurrency bounds the parallel writes within one stage.
 const applyConcurrency = 4
 
-// crdEstablishTimeout bounds the wait for a CRD of the package to be served.
-const crdEstablishTimeout = 30 * time.Second
+// waitTimeout bounds the applier's waits: for a CRD of the package to be served, and for
+// an object being re-created to be gone.
+const waitTimeout = 30 * time.Second
 
 // Applier is kaddons' KDP applier: staged server-side apply with the kaddons field
 // manager, followed by an inventory-based prune. It replaces KDP's appliers, which apply
@@ -240,9 +241,6 @@ func (a *Applier) applyStage(ctx context.Context, st *reconcileState, objects []
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
-				if st.applyFailedObject == "" {
-					st.applyFailedObject = ref.String()
-				}
 				errs = append(errs, fmt.Errorf("applying %s: %w", ref, err))
 				return
 			}
@@ -324,7 +322,7 @@ func (a *Applier) recreate(ctx context.Context, u *unstructured.Unstructured) er
 	if err := a.client.Delete(ctx, live, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
 		return err
 	}
-	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, crdEstablishTimeout, true, func(ctx context.Context) (bool, error) {
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
 		err := a.reader.Get(ctx, types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}, live.DeepCopy())
 		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	})
@@ -352,7 +350,7 @@ func (a *Applier) applyRetryingBindings(ctx context.Context, u *unstructured.Uns
 func (a *Applier) waitEstablished(ctx context.Context, crds []*manifest.Object) error {
 	for _, o := range crds {
 		name := o.GetName()
-		err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, crdEstablishTimeout, true,
+		err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, waitTimeout, true,
 			func(ctx context.Context) (bool, error) {
 				crd := &unstructured.Unstructured{}
 				crd.SetGroupVersionKind(o.GroupVersionKind())

@@ -93,6 +93,7 @@ type Reconciler struct {
 	kdp      declarative.Reconciler
 	opts     Options
 	renders  renderCache
+	applier  *Applier
 }
 
 // New builds the reconciler of def without registering any watch, so tests can drive
@@ -115,6 +116,7 @@ func New(mgr ctrl.Manager, def Definition, opts Options) (*Reconciler, error) {
 		source:   opts.Source,
 		recorder: mgr.GetEventRecorder("kaddons-" + strings.ToLower(gvk.Kind)),
 		opts:     opts,
+		applier:  NewApplier(mgr.GetClient(), mgr.GetAPIReader()),
 	}
 	kdpOptions := []declarative.ReconcilerOption{
 		declarative.WithManifestController(channels.ManifestController{Source: opts.Source}),
@@ -122,7 +124,7 @@ func New(mgr ctrl.Manager, def Definition, opts Options) (*Reconciler, error) {
 		declarative.WithObjectTransform(ApplyPatches, setNamespace(mgr.GetRESTMapper(), def.HomeNamespace)),
 		declarative.WithLabels(r.labels),
 		declarative.WithOwner(declarative.SourceAsOwner),
-		declarative.WithApplier(NewApplier(mgr.GetClient(), mgr.GetAPIReader())),
+		declarative.WithApplier(r.applier),
 	}
 	if err := r.kdp.InitWithName(mgr, def.Prototype, r.name, kdpOptions...); err != nil {
 		return nil, fmt.Errorf("initialising the KDP reconciler for %s: %w", gvk.Kind, err)
@@ -466,9 +468,8 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, obj addonsv1alpha1.Add
 	if obj.GetAddonSpec().DeletionPolicy == addonsv1alpha1.DeletionPolicyOrphan {
 		err = r.orphan(ctx, obj, inventory)
 	} else {
-		applier := NewApplier(r.client, r.reader)
 		toDelete := slices.DeleteFunc(slices.Clone(inventory), func(ref addonsv1alpha1.ObjectReference) bool {
-			return applier.ignored(ctx, ref)
+			return r.applier.ignored(ctx, ref)
 		})
 		_, err = deleteObjects(ctx, r.client, r.reader, toDelete, r.gvk.Kind, owner)
 	}

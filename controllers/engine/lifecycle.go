@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -280,13 +281,13 @@ func (r *Reconciler) failUpgrade(st *reconcileState, notReady string) {
 			failed, timeout, notReady, status.LastHealthyVersion)
 		markProgressing(status, generation, addonsv1alpha1.ReasonUpgradeFailed, msg)
 		markDegraded(status, generation, addonsv1alpha1.ReasonUpgradeFailed, msg)
-		r.event(st.addon, "Warning", EventRolledBack, "Rollback", "%s", msg)
+		r.event(st.addon, corev1.EventTypeWarning, EventRolledBack, "Rollback", "%s", msg)
 		st.requeueAfter = time.Millisecond
 		return
 	}
 	msg := fmt.Sprintf("upgrade to %s did not become ready within %s (%s); rollback is disabled", failed, timeout, notReady)
 	markFailed(status, generation, addonsv1alpha1.ReasonUpgradeFailed, msg)
-	r.event(st.addon, "Warning", EventUpgradeFailed, "Upgrade", "%s", msg)
+	r.event(st.addon, corev1.EventTypeWarning, EventUpgradeFailed, "Upgrade", "%s", msg)
 }
 
 // orphan hands the children over: it removes kaddons' instance labels and the owner
@@ -323,6 +324,6 @@ func (r *Reconciler) orphan(ctx context.Context, obj addonsv1alpha1.Addon, inven
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	r.event(obj, "Normal", EventOrphaned, "Delete", "Left %d objects running without kaddons labels or owner references", len(inventory))
+	r.event(obj, corev1.EventTypeNormal, EventOrphaned, "Delete", "Left %d objects running without kaddons labels or owner references", len(inventory))
 	return nil
 }

@@ -2,8 +2,9 @@ package engine
 
 import (
 	"context"
-	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative/pkg/manifest"
 
@@ -38,8 +39,6 @@ type reconcileState struct {
 	pruned []addonsv1alpha1.ObjectReference
 	// applyErr is the first apply or prune failure.
 	applyErr error
-	// applyFailedObject names the object whose apply failed.
-	applyFailedObject string
 	// live holds what the cache knew of each desired object before applying it.
 	live map[addonsv1alpha1.ObjectReference]liveInfo
 	// drifted lists the objects an apply changed although the add-on's inputs did not.
@@ -74,5 +73,6 @@ type liveInfo struct {
 
 // ownerKey formats the reconciled add-on the way ownerOf formats a child's owner.
 func (st *reconcileState) ownerKey() string {
-	return strings.ToLower(st.addon.GetObjectKind().GroupVersionKind().Kind) + " " + st.addon.GetNamespace() + "/" + st.addon.GetName()
+	owner := types.NamespacedName{Namespace: st.addon.GetNamespace(), Name: st.addon.GetName()}
+	return ownerOf(instanceLabels(st.addon.GetObjectKind().GroupVersionKind().Kind, owner))
 }
