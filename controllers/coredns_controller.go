@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative"
 	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative/pkg/manifest"
@@ -41,7 +42,7 @@ const (
 func CoreDNSDefinition() engine.Definition {
 	return engine.Definition{
 		Prototype:     &addonsv1alpha1.CoreDNS{},
-		HomeNamespace: "kube-system",
+		HomeNamespace: metav1.NamespaceSystem,
 		Children: []schema.GroupVersionKind{
 			corev1.SchemeGroupVersion.WithKind("ServiceAccount"),
 			corev1.SchemeGroupVersion.WithKind("ConfigMap"),

@@ -65,7 +65,7 @@ func waitReason(t *testing.T, obj addonsv1alpha1.Addon, reason string) metav1.Co
 }
 
 // markWorkloadsAvailable writes the status that the kube-controller-manager would write
-// for the namespace's Deployments and PodDisruptionBudgets once their pods run. envtest
+// for the namespace's Deployments, DaemonSets and PodDisruptionBudgets once their pods run. envtest
 // has no controller-manager, so the test plays its part.
 func markWorkloadsAvailable(t *testing.T, ns string) {
 	t.Helper()
@@ -74,7 +74,6 @@ func markWorkloadsAvailable(t *testing.T, ns string) {
 	g.Eventually(func(g Gomega) {
 		deployments := &appsv1.DeploymentList{}
 		g.Expect(k8sClient.List(ctx, deployments, client.InNamespace(ns))).To(Succeed())
-		g.Expect(deployments.Items).NotTo(BeEmpty())
 		for i := range deployments.Items {
 			d := &deployments.Items[i]
 			replicas := int32(1)
@@ -90,6 +89,17 @@ func markWorkloadsAvailable(t *testing.T, ns string) {
 					{Type: appsv1.DeploymentProgressing, Status: "True", Reason: "NewReplicaSetAvailable",
 						LastUpdateTime: metav1.Now(), LastTransitionTime: metav1.Now()},
 				},
+			}
+			g.Expect(k8sClient.Status().Update(ctx, d)).To(Succeed())
+		}
+		daemonSets := &appsv1.DaemonSetList{}
+		g.Expect(k8sClient.List(ctx, daemonSets, client.InNamespace(ns))).To(Succeed())
+		g.Expect(len(deployments.Items) + len(daemonSets.Items)).NotTo(BeZero())
+		for i := range daemonSets.Items {
+			d := &daemonSets.Items[i]
+			d.Status = appsv1.DaemonSetStatus{
+				ObservedGeneration: d.Generation, DesiredNumberScheduled: 2, CurrentNumberScheduled: 2,
+				UpdatedNumberScheduled: 2, NumberReady: 2, NumberAvailable: 2,
 			}
 			g.Expect(k8sClient.Status().Update(ctx, d)).To(Succeed())
 		}
@@ -115,13 +125,17 @@ func liveObject(ref addonsv1alpha1.ObjectReference) (*unstructured.Unstructured,
 	return u, err
 }
 
-// expectGone waits until every referenced object is deleted.
+// expectGone waits until every referenced object is deleted. envtest runs no namespace
+// controller, so a deleted Namespace only gets as far as Terminating.
 func expectGone(t *testing.T, refs []addonsv1alpha1.ObjectReference) {
 	t.Helper()
 	g := NewWithT(t)
 	for _, ref := range refs {
 		g.Eventually(func() bool {
-			_, err := liveObject(ref)
+			live, err := liveObject(ref)
+			if ref.Group == "" && ref.Kind == "Namespace" && err == nil {
+				return !live.GetDeletionTimestamp().IsZero()
+			}
 			return apierrors.IsNotFound(err)
 		}).WithTimeout(eventuallyTimeout).WithPolling(pollInterval).Should(BeTrue(), "%s still exists", ref)
 	}

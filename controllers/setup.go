@@ -14,6 +14,9 @@ import (
 func Definitions() []engine.Definition {
 	return []engine.Definition{
 		CoreDNSDefinition(),
+		MetricsServerDefinition(),
+		DashboardDefinition(),
+		NodeLocalDNSDefinition(),
 	}
 }
 

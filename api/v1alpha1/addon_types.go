@@ -108,6 +108,16 @@ func (r ObjectReference) String() string {
 
 // AddonSpec holds the lifecycle settings every add-on kind shares.
 type AddonSpec struct {
+	// targetNamespace is the namespace the add-on's namespaced objects are installed in.
+	// Defaults to the add-on kind's own namespace where it has one (the Dashboard's
+	// kubernetes-dashboard), otherwise to the namespace of this resource. A namespace that
+	// kaddons creates for the add-on is deleted with it; one that existed before is never
+	// adopted or deleted.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +optional
+	TargetNamespace string `json:"targetNamespace,omitempty"`
+
 	// suspend stops all applying and pruning for this add-on while true, like the
 	// addons.kaddons.dev/paused annotation. What runs keeps running.
 	// +optional

@@ -24,7 +24,8 @@ const (
 	ReasonChildrenNotReady = "ChildrenNotReady"
 	// ReasonPaused means reconciliation is suspended by spec.suspend or the paused annotation.
 	ReasonPaused = "Paused"
-	// ReasonDependencyNotReady means an add-on in spec.dependsOn is missing or not Ready.
+	// ReasonDependencyNotReady means an add-on in spec.dependsOn, or one whose settings this
+	// add-on follows (a NodeLocalDNS's CoreDNS), is missing or not Ready.
 	ReasonDependencyNotReady = "DependencyNotReady"
 	// ReasonDependencyCycle means spec.dependsOn forms a cycle.
 	ReasonDependencyCycle = "DependencyCycle"

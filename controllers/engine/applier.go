@@ -50,7 +50,7 @@ func stageOf(group, kind string) int {
 			kind == "ResourceQuota" || kind == "LimitRange"),
 		group == "scheduling.k8s.io", group == "networking.k8s.io" && kind == "NetworkPolicy":
 		return stageConfig
-	case group == "apiregistration.k8s.io",
+	case group == apiRegistrationGroup,
 		group == "admissionregistration.k8s.io":
 		return stageAPIEndpoints
 	default:
@@ -95,18 +95,19 @@ func (a *Applier) Apply(ctx context.Context, opts applier.ApplierOptions) error 
 		s := stageOf(o.Group, o.Kind)
 		stages[s] = append(stages[s], o)
 	}
-	desired := make([]addonsv1alpha1.ObjectReference, 0, len(opts.Objects))
-	for s := stageCRDs; s <= stageAPIEndpoints; s++ {
-		for _, o := range stages[s] {
-			desired = append(desired, refOf(o.UnstructuredObject()))
-		}
-	}
-
 	previous := st.addon.GetAddonStatus().Inventory
-	skip, err := a.handedOver(ctx, st, opts.Objects)
+	skip, external, err := a.handedOver(ctx, st, opts.Objects)
 	if err != nil {
 		st.modeErr = err
 		return err
+	}
+	desired := make([]addonsv1alpha1.ObjectReference, 0, len(opts.Objects))
+	for s := stageCRDs; s <= stageAPIEndpoints; s++ {
+		for _, o := range stages[s] {
+			if ref := refOf(o.UnstructuredObject()); !external[ref] {
+				desired = append(desired, ref)
+			}
+		}
 	}
 	for s := range stages {
 		stages[s] = slices.DeleteFunc(stages[s], func(o *manifest.Object) bool {
@@ -150,10 +151,12 @@ func (a *Applier) Apply(ctx context.Context, opts applier.ApplierOptions) error 
 
 // handedOver returns the objects kaddons must not write this time: those whose live copy
 // (or rendered manifest) carries mode ignore, and those with mode ensure-exists that
-// already exist. An unknown mode is an error naming the object.
+// already exist. It also returns the external objects, which are neither written nor
+// recorded in the inventory: Namespaces that existed before the add-on. An unknown mode
+// is an error naming the object, and so is an object another add-on owns.
 func (a *Applier) handedOver(ctx context.Context, st *reconcileState,
-	objects []*manifest.Object) (map[addonsv1alpha1.ObjectReference]bool, error) {
-	skip := map[addonsv1alpha1.ObjectReference]bool{}
+	objects []*manifest.Object) (skip, external map[addonsv1alpha1.ObjectReference]bool, _ error) {
+	skip, external = map[addonsv1alpha1.ObjectReference]bool{}, map[addonsv1alpha1.ObjectReference]bool{}
 	st.live = map[addonsv1alpha1.ObjectReference]liveInfo{}
 	for _, o := range objects {
 		u := o.UnstructuredObject()
@@ -163,11 +166,22 @@ func (a *Applier) handedOver(ctx context.Context, st *reconcileState,
 		live := &unstructured.Unstructured{}
 		live.SetGroupVersionKind(ref.GroupVersionKind())
 		err := a.client.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, live)
+		if apierrors.IsNotFound(err) && ref.Group == "" && ref.Kind == kindNamespace {
+			// The cache holds only managed objects. A Namespace that exists unmanaged
+			// holds things that are not the add-on's: use it, never adopt or delete it.
+			switch ok, err := a.existsUnmanaged(ctx, ref); {
+			case err != nil:
+				return nil, nil, err
+			case ok:
+				external[ref], skip[ref] = true, true
+				continue
+			}
+		}
 		switch {
 		case err == nil:
 			exists = true
 			if owner := ownerOf(live.GetLabels()); owner != "" && owner != st.ownerKey() {
-				return nil, &conflictError{ref: ref, owner: owner}
+				return nil, nil, &conflictError{ref: ref, owner: owner}
 			}
 			st.live[ref] = liveInfo{exists: true, resourceVersion: live.GetResourceVersion(), generation: live.GetGeneration()}
 			if m, ok := live.GetAnnotations()[addonsv1alpha1.AnnotationMode]; ok {
@@ -175,7 +189,7 @@ func (a *Applier) handedOver(ctx context.Context, st *reconcileState,
 			}
 		case !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err):
 			// A kind the package's own CRD defines is not served yet: nothing exists.
-			return nil, fmt.Errorf("reading %s: %w", ref, err)
+			return nil, nil, fmt.Errorf("reading %s: %w", ref, err)
 		}
 		switch mode {
 		case "":
@@ -184,11 +198,26 @@ func (a *Applier) handedOver(ctx context.Context, st *reconcileState,
 		case addonsv1alpha1.ModeEnsureExists:
 			skip[ref] = exists
 		default:
-			return nil, fmt.Errorf("%s has annotation %s=%q; use %q or %q", ref, addonsv1alpha1.AnnotationMode, mode,
+			return nil, nil, fmt.Errorf("%s has annotation %s=%q; use %q or %q", ref, addonsv1alpha1.AnnotationMode, mode,
 				addonsv1alpha1.ModeEnsureExists, addonsv1alpha1.ModeIgnore)
 		}
 	}
-	return skip, nil
+	return skip, external, nil
+}
+
+// existsUnmanaged reads ref from the API server, past the label-filtered cache, and
+// reports whether it exists without kaddons' labels.
+func (a *Applier) existsUnmanaged(ctx context.Context, ref addonsv1alpha1.ObjectReference) (bool, error) {
+	live := &metav1.PartialObjectMetadata{}
+	live.SetGroupVersionKind(ref.GroupVersionKind())
+	err := a.reader.Get(ctx, types.NamespacedName{Name: ref.Name}, live)
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("reading %s: %w", ref, err)
+	}
+	return ownerOf(live.GetLabels()) == "", nil
 }
 
 // conflictError reports a rendered object that another add-on owns.

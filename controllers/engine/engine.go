@@ -59,11 +59,36 @@ type Definition struct {
 	// and refuses to apply a package that contains any other kind.
 	Children []schema.GroupVersionKind
 	// HomeNamespace is the namespace the add-on usually runs in (kube-system for CoreDNS).
-	// Instances elsewhere get namespace-suffixed names for their cluster-scoped RBAC.
+	// Instances installed elsewhere get namespace-suffixed names for the objects they
+	// share with the home instance: cluster-scoped RBAC and objects the package pins to a
+	// namespace of their own.
 	HomeNamespace string
+	// DefaultTargetNamespace is where the add-on's namespaced objects go when its
+	// spec.targetNamespace is empty. Empty means the namespace of the add-on resource.
+	DefaultTargetNamespace string
 	// Transforms are the add-on's typed-field transforms. They run after kustomize and
 	// before the user's patches, so a patch can still override them.
 	Transforms []ObjectTransform
+	// Follows lists the other add-ons whose settings this add-on's transforms read (a
+	// NodeLocalDNS follows a CoreDNS). A change to one of them reconciles this add-on.
+	Follows func(addon addonsv1alpha1.Addon) []addonsv1alpha1.AddonReference
+	// Inputs computes what the transforms read from outside the add-on's own spec, such
+	// as a followed add-on's settings, reading through the engine's cache. The result is
+	// part of the render cache key and reaches transforms through InputsFrom. A
+	// *WaitError stops the reconcile without applying until a followed add-on changes.
+	Inputs func(ctx context.Context, c client.Reader, addon addonsv1alpha1.Addon) (any, error)
+}
+
+// TargetNamespace returns the namespace addon's namespaced objects are installed in.
+func (d Definition) TargetNamespace(addon addonsv1alpha1.Addon) string {
+	switch {
+	case addon.GetAddonSpec().TargetNamespace != "":
+		return addon.GetAddonSpec().TargetNamespace
+	case d.DefaultTargetNamespace != "":
+		return d.DefaultTargetNamespace
+	default:
+		return addon.GetNamespace()
+	}
 }
 
 // Options are the settings every add-on controller shares.
@@ -121,7 +146,7 @@ func New(mgr ctrl.Manager, def Definition, opts Options) (*Reconciler, error) {
 	kdpOptions := []declarative.ReconcilerOption{
 		declarative.WithManifestController(channels.ManifestController{Source: opts.Source}),
 		declarative.WithObjectTransform(def.Transforms...),
-		declarative.WithObjectTransform(ApplyPatches, setNamespace(mgr.GetRESTMapper(), def.HomeNamespace)),
+		declarative.WithObjectTransform(ApplyPatches, setNamespace(mgr.GetRESTMapper(), def)),
 		declarative.WithLabels(r.labels),
 		declarative.WithOwner(declarative.SourceAsOwner),
 		declarative.WithApplier(r.applier),
@@ -285,6 +310,7 @@ func (r *Reconciler) phases() []phase {
 		{name: "gate", run: r.gate},
 		{name: "resolve", run: r.resolve},
 		{name: "pin-version", run: r.pinVersion},
+		{name: "inputs", run: r.inputs},
 		{name: "render", run: r.render},
 		{name: "plan", run: r.plan},
 		{name: "apply", run: r.apply},
@@ -310,12 +336,12 @@ func (r *Reconciler) render(ctx context.Context, st *reconcileState) (bool, erro
 	name := types.NamespacedName{Namespace: st.addon.GetNamespace(), Name: st.addon.GetName()}
 	rendered, err := r.source.Render(st.resolved)
 	if err == nil {
-		if objects, ok := r.renders.get(name, st.addon, st.resolved.Version, rendered); ok {
+		if objects, ok := r.renders.get(name, st.addon, st.renderKey(), rendered); ok {
 			st.objects = objects
 			return false, nil
 		}
 	}
-	objects, err := r.kdp.BuildDeploymentObjects(channels.WithResolved(ctx, st.resolved), name, st.addon)
+	objects, err := r.kdp.BuildDeploymentObjects(st.renderContext(ctx), name, st.addon)
 	if err != nil {
 		var ce *channels.Error
 		if errors.As(err, &ce) {
@@ -335,7 +361,7 @@ func (r *Reconciler) render(ctx context.Context, st *reconcileState) (bool, erro
 		}
 	}
 	st.objects = objects
-	r.renders.put(name, st.addon, st.resolved.Version, rendered, objects)
+	r.renders.put(name, st.addon, st.renderKey(), rendered, objects)
 	return false, nil
 }
 
@@ -361,7 +387,7 @@ func (r *Reconciler) apply(ctx context.Context, st *reconcileState) (bool, error
 	name := types.NamespacedName{Namespace: st.addon.GetNamespace(), Name: st.addon.GetName()}
 	st.inputsChanged = status.ObservedGeneration != generation || status.AppliedVersion != st.resolved.Version ||
 		len(status.Inventory) == 0
-	_, err := r.kdp.Reconcile(channels.WithResolved(withState(ctx, st), st.resolved), reconcile.Request{NamespacedName: name})
+	_, err := r.kdp.Reconcile(st.renderContext(withState(ctx, st)), reconcile.Request{NamespacedName: name})
 	if st.inventory != nil {
 		status.Inventory = st.inventory
 	}
@@ -526,8 +552,18 @@ func (r *Reconciler) Render(ctx context.Context, obj addonsv1alpha1.Addon) (*man
 	if _, err := r.resolve(ctx, st); err != nil {
 		return nil, err
 	}
-	if _, err := r.render(ctx, st); err != nil {
-		return nil, err
+	for _, step := range []func(context.Context, *reconcileState) (bool, error){r.inputs, r.render} {
+		done, err := step(ctx, st)
+		if err != nil {
+			return nil, err
+		}
+		if done {
+			msg := ""
+			if c := meta.FindStatusCondition(obj.GetAddonStatus().Conditions, addonsv1alpha1.ConditionProgressing); c != nil {
+				msg = c.Message
+			}
+			return nil, fmt.Errorf("%s cannot be rendered yet: %s", client.ObjectKeyFromObject(obj), msg)
+		}
 	}
 	return st.objects, nil
 }

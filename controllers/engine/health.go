@@ -77,7 +77,7 @@ func checkHealth(ctx context.Context, reader client.Reader, refs []addonsv1alpha
 func objectHealth(u *unstructured.Unstructured) (bool, string, error) {
 	gvk := u.GroupVersionKind()
 	switch {
-	case gvk.Group == "apiregistration.k8s.io" && gvk.Kind == "APIService":
+	case gvk.Group == apiRegistrationGroup && gvk.Kind == "APIService":
 		return conditionTrue(u, "Available")
 	case gvk.Group == "policy" && gvk.Kind == "PodDisruptionBudget":
 		return pdbHealth(u), pdbMessage(u), nil

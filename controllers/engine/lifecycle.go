@@ -162,7 +162,8 @@ func (r *Reconciler) mapDependents(kind string) handler.MapFunc {
 	}
 }
 
-// dependentsOf lists the add-ons of this controller's kind whose dependsOn names o.
+// dependentsOf lists the add-ons of this controller's kind whose dependsOn names o, or
+// that follow o (Definition.Follows).
 func (r *Reconciler) dependentsOf(ctx context.Context, kind string, o client.Object) []reconcile.Request {
 	obj, err := r.scheme.New(r.gvk.GroupVersion().WithKind(r.gvk.Kind + "List"))
 	if err != nil {
@@ -183,11 +184,10 @@ func (r *Reconciler) dependentsOf(ctx context.Context, kind string, o client.Obj
 		if !ok {
 			continue
 		}
-		for _, dep := range a.GetAddonSpec().DependsOn {
-			if r.dependencyKey(a, dep) == target {
-				requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(a)})
-				break
-			}
+		if slices.ContainsFunc(a.GetAddonSpec().DependsOn, func(dep addonsv1alpha1.AddonReference) bool {
+			return r.dependencyKey(a, dep) == target
+		}) || r.follows(a, target) {
+			requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(a)})
 		}
 	}
 	return requests

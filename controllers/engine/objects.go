@@ -3,6 +3,8 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative/pkg/manifest"
@@ -115,4 +117,45 @@ func ApplyPodFields(o *manifest.Object, container string, f PodFields) error {
 		}
 		return nil
 	})
+}
+
+// SetFlag sets the command-line flag name (such as "--metric-resolution") in the args of
+// o's container: every "name" or "name=..." entry is replaced by one "name=value" entry,
+// or a bare "name" when value is empty, at the place of the first; a flag the args do not
+// have yet is appended.
+func SetFlag(o *manifest.Object, container, name, value string) error {
+	entry := name
+	if value != "" {
+		entry = name + "=" + value
+	}
+	return MutateContainer(o, container, func(c map[string]any) error {
+		args, _ := c["args"].([]any)
+		out := make([]any, 0, len(args)+1)
+		placed := false
+		for _, a := range args {
+			s, _ := a.(string)
+			if s != name && !strings.HasPrefix(s, name+"=") {
+				out = append(out, a)
+				continue
+			}
+			if !placed {
+				out = append(out, entry)
+				placed = true
+			}
+		}
+		if !placed {
+			out = append(out, entry)
+		}
+		c["args"] = out
+		return nil
+	})
+}
+
+// RemoveObject drops the rendered object of kind and name, and reports whether it was there.
+func RemoveObject(objects *manifest.Objects, kind, name string) bool {
+	n := len(objects.Items)
+	objects.Items = slices.DeleteFunc(objects.Items, func(o *manifest.Object) bool {
+		return o.Kind == kind && o.GetName() == name
+	})
+	return len(objects.Items) != n
 }

@@ -11,8 +11,8 @@ import (
 
 // renderCache keeps each add-on's last rendered objects, so that reconciles triggered
 // by its children (status changes during a rollout, drift) do not run the transforms
-// again. An entry is valid for one add-on UID and generation, one version and one
-// kustomize output of the package; anything else renders afresh. The objects are shared
+// again. An entry is valid for one add-on UID and generation, one render key (the version
+// and the definition's inputs) and one kustomize output of the package; anything else renders afresh. The objects are shared
 // and must not be modified.
 type renderCache struct {
 	mu      sync.Mutex
@@ -22,24 +22,24 @@ type renderCache struct {
 type renderEntry struct {
 	uid        types.UID
 	generation int64
-	version    string
+	key        string
 	manifest   string
 	objects    *manifest.Objects
 }
 
 // get returns the cached objects of name when they were rendered from the same inputs.
-func (c *renderCache) get(name types.NamespacedName, obj addonsv1alpha1.Addon, version, rendered string) (*manifest.Objects, bool) {
+func (c *renderCache) get(name types.NamespacedName, obj addonsv1alpha1.Addon, key, rendered string) (*manifest.Objects, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.entries[name]
-	if !ok || e.uid != obj.GetUID() || e.generation != obj.GetGeneration() || e.version != version || e.manifest != rendered {
+	if !ok || e.uid != obj.GetUID() || e.generation != obj.GetGeneration() || e.key != key || e.manifest != rendered {
 		return nil, false
 	}
 	return e.objects, true
 }
 
 // put records the objects rendered for name from these inputs.
-func (c *renderCache) put(name types.NamespacedName, obj addonsv1alpha1.Addon, version, rendered string, objects *manifest.Objects) {
+func (c *renderCache) put(name types.NamespacedName, obj addonsv1alpha1.Addon, key, rendered string, objects *manifest.Objects) {
 	if rendered == "" {
 		return
 	}
@@ -48,7 +48,7 @@ func (c *renderCache) put(name types.NamespacedName, obj addonsv1alpha1.Addon, v
 	if c.entries == nil {
 		c.entries = map[types.NamespacedName]renderEntry{}
 	}
-	c.entries[name] = renderEntry{uid: obj.GetUID(), generation: obj.GetGeneration(), version: version, manifest: rendered, objects: objects}
+	c.entries[name] = renderEntry{uid: obj.GetUID(), generation: obj.GetGeneration(), key: key, manifest: rendered, objects: objects}
 }
 
 // forget drops the entry of a deleted add-on.

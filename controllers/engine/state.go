@@ -24,6 +24,9 @@ type reconcileState struct {
 	// requeueAfter asks for another reconcile, e.g. when an upgrade's timeout runs out.
 	requeueAfter time.Duration
 	objects      *manifest.Objects
+	// inputs is what the definition's Inputs computed; inputsKey its serialised form.
+	inputs    any
+	inputsKey string
 
 	// skipApply is set by the plan phase when nothing needs to be written.
 	skipApply bool
@@ -75,4 +78,16 @@ type liveInfo struct {
 func (st *reconcileState) ownerKey() string {
 	owner := types.NamespacedName{Namespace: st.addon.GetNamespace(), Name: st.addon.GetName()}
 	return ownerOf(instanceLabels(st.addon.GetObjectKind().GroupVersionKind().Kind, owner))
+}
+
+// renderKey is what, besides the add-on's UID and generation and the package's output,
+// decides the rendered objects: the version and the definition's inputs.
+func (st *reconcileState) renderKey() string {
+	return st.resolved.Version + "\x00" + st.inputsKey
+}
+
+// renderContext carries what KDP's rendering reads besides the add-on: the resolved
+// package for the manifest controller and the definition's inputs for the transforms.
+func (st *reconcileState) renderContext(ctx context.Context) context.Context {
+	return withInputs(channels.WithResolved(ctx, st.resolved), st.inputs)
 }

@@ -166,54 +166,120 @@ func mergeValue(base, patch any) any {
 	return bm
 }
 
-// setNamespace returns a transform that moves every namespaced object into the add-on's
-// namespace and points ServiceAccount subjects of (Cluster)RoleBindings at it.
+// setNamespace returns a transform that places the rendered objects:
+//   - namespaced objects without a namespace go to the add-on's target namespace, and
+//     ServiceAccount subjects of (Cluster)RoleBindings follow them;
+//   - a Namespace object of the package becomes the target namespace, and is dropped when
+//     that is the add-on resource's own namespace, which kaddons must never manage;
+//   - a namespaced object the package pins to a namespace (metadata.namespace set, like
+//     metrics-server's RoleBinding in kube-system) stays there.
 //
-// Outside the add-on's home namespace (for CoreDNS, kube-system) it also suffixes the
-// names of cluster-scoped RBAC objects with the namespace, so that instances in different
-// namespaces do not fight over one ClusterRole.
-func setNamespace(mapper meta.RESTMapper, home string) ObjectTransform {
+// Outside the add-on's home namespace (for CoreDNS, kube-system) it suffixes with the
+// target namespace the names of the objects instances would otherwise share: cluster-scoped
+// RBAC and pinned objects. Instances in different namespaces then do not fight over one
+// ClusterRole.
+func setNamespace(mapper meta.RESTMapper, def Definition) ObjectTransform {
 	return func(_ context.Context, obj declarative.DeclarativeObject, objects *manifest.Objects) error {
-		ns := obj.GetNamespace()
-		serviceAccounts := map[string]bool{}
-		renamed := map[string]string{}
+		addon, ok := obj.(addonsv1alpha1.Addon)
+		if !ok {
+			return fmt.Errorf("%T is not an add-on", obj)
+		}
+		p := placement{
+			namespace:       def.TargetNamespace(addon),
+			own:             addon.GetNamespace(),
+			serviceAccounts: map[string]bool{},
+			services:        map[string]bool{},
+			renamedRoles:    map[string]string{},
+		}
+		p.shared = p.namespace != def.HomeNamespace
 		for _, o := range objects.Items {
-			if o.Kind == kindServiceAccount && o.Group == "" {
-				serviceAccounts[o.GetName()] = true
+			switch {
+			case o.Group == "" && o.Kind == kindServiceAccount:
+				p.serviceAccounts[o.GetName()] = true
+			case o.Group == "" && o.Kind == "Service":
+				p.services[o.GetName()] = true
 			}
 		}
 		packaged := packagedScopes(objects)
+		kept := objects.Items[:0]
 		for _, o := range objects.Items {
-			gvk := o.GroupVersionKind()
-			scope, err := scopeOf(mapper, packaged, gvk)
+			scope, err := scopeOf(mapper, packaged, o.GroupVersionKind())
 			if err != nil {
 				return err
 			}
-			switch {
-			case scope == meta.RESTScopeNameNamespace:
-				if err := o.SetNamespace(ns); err != nil {
-					return err
-				}
-			case ns != home && isClusterRBAC(gvk):
-				name := o.GetName() + "-" + ns
-				if o.Kind == kindClusterRole {
-					renamed[o.GetName()] = name
-				}
-				if err := o.SetName(name); err != nil {
-					return err
-				}
+			keep, err := p.place(o, scope)
+			if err != nil {
+				return err
+			}
+			if keep {
+				kept = append(kept, o)
 			}
 		}
+		objects.Items = kept
 		for _, o := range objects.Items {
-			gvk := o.GroupVersionKind()
-			if gvk.Group == rbacGroup && (gvk.Kind == kindRoleBinding || gvk.Kind == kindClusterRoleBinding) {
-				if err := rebind(o, serviceAccounts, renamed, ns); err != nil {
-					return err
-				}
+			if err := p.relink(o); err != nil {
+				return err
 			}
 		}
 		return nil
 	}
+}
+
+// placement is what setNamespace knows of one add-on's rendered objects.
+type placement struct {
+	// namespace is the target namespace; own is the add-on resource's namespace.
+	namespace, own string
+	// shared is true outside the home namespace, where names instances share get a suffix.
+	shared bool
+	// serviceAccounts and services are the names the package defines.
+	serviceAccounts, services map[string]bool
+	// renamedRoles maps the package's ClusterRole names to their suffixed names.
+	renamedRoles map[string]string
+}
+
+// place sets the namespace or name of one object of the given scope, and reports whether
+// the object stays in the rendered set.
+func (p *placement) place(o *manifest.Object, scope meta.RESTScopeName) (bool, error) {
+	gvk := o.GroupVersionKind()
+	switch {
+	case gvk.Group == "" && gvk.Kind == kindNamespace:
+		if p.namespace == p.own {
+			return false, nil
+		}
+		return true, o.SetName(p.namespace)
+	case scope == meta.RESTScopeNameNamespace && o.GetNamespace() == "":
+		return true, o.SetNamespace(p.namespace)
+	case p.shared && (scope == meta.RESTScopeNameNamespace || isClusterRBAC(gvk)):
+		name := o.GetName() + "-" + p.namespace
+		if o.Kind == kindClusterRole {
+			p.renamedRoles[o.GetName()] = name
+		}
+		return true, o.SetName(name)
+	}
+	return true, nil
+}
+
+// relink points references between the package's objects at where place put them.
+func (p *placement) relink(o *manifest.Object) error {
+	gvk := o.GroupVersionKind()
+	switch {
+	case gvk.Group == rbacGroup && (gvk.Kind == kindRoleBinding || gvk.Kind == kindClusterRoleBinding):
+		return rebind(o, p.serviceAccounts, p.renamedRoles, p.namespace)
+	case gvk.Group == apiRegistrationGroup && gvk.Kind == "APIService":
+		return retargetService(o, p.services, p.namespace, "spec", "service")
+	}
+	return nil
+}
+
+// retargetService points the Service reference at fields (an APIService's spec.service)
+// at namespace ns when it names one of the package's services, which moved there.
+func retargetService(o *manifest.Object, services map[string]bool, ns string, fields ...string) error {
+	u := o.UnstructuredObject()
+	name, _, _ := unstructured.NestedString(u.Object, append(fields, "name")...)
+	if !services[name] {
+		return nil
+	}
+	return o.SetNestedField(ns, append(fields, "namespace")...)
 }
 
 // packagedScopes returns the scope of every kind that a CustomResourceDefinition of the
@@ -257,6 +323,8 @@ const (
 	kindClusterRoleBinding = "ClusterRoleBinding"
 	kindRoleBinding        = "RoleBinding"
 	kindServiceAccount     = "ServiceAccount"
+	kindNamespace          = "Namespace"
+	apiRegistrationGroup   = "apiregistration.k8s.io"
 )
 
 // isClusterRBAC reports whether gvk is a ClusterRole or ClusterRoleBinding.

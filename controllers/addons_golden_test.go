@@ -1,0 +1,92 @@
+package controllers
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	"github.com/kaddons/kaddons/controllers/channels"
+	"github.com/kaddons/kaddons/controllers/engine"
+)
+
+// TestAddonsGolden renders every shipped version of metrics-server, the Dashboard and
+// NodeLocal DNSCache with their defaults and with every typed field set.
+func TestAddonsGolden(t *testing.T) {
+	shipped := channels.NewSource(filepath.Join("..", "channels"), "")
+	resources := &corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
+	}
+	for _, tc := range []struct {
+		name string
+		def  engine.Definition
+		// newCR returns the add-on to render for a version.
+		newCR func(version string) addonsv1alpha1.Addon
+	}{
+		{name: "defaults", def: MetricsServerDefinition(), newCR: func(v string) addonsv1alpha1.Addon {
+			return &addonsv1alpha1.MetricsServer{ObjectMeta: metav1.ObjectMeta{Name: "metrics-server", Namespace: "kube-system"}}
+		}},
+		{name: "custom", def: MetricsServerDefinition(), newCR: func(v string) addonsv1alpha1.Addon {
+			return &addonsv1alpha1.MetricsServer{
+				ObjectMeta: metav1.ObjectMeta{Name: "metrics-server", Namespace: "kube-system"},
+				Spec: addonsv1alpha1.MetricsServerSpec{
+					Replicas:                     ptr.To[int32](2),
+					Resources:                    resources,
+					KubeletInsecureTLS:           true,
+					KubeletPreferredAddressTypes: []addonsv1alpha1.KubeletAddressType{"InternalIP", "Hostname"},
+					MetricResolution:             &metav1.Duration{Duration: 30 * time.Second},
+				},
+			}
+		}},
+		{name: "tenant-namespace", def: MetricsServerDefinition(), newCR: func(v string) addonsv1alpha1.Addon {
+			return &addonsv1alpha1.MetricsServer{ObjectMeta: metav1.ObjectMeta{Name: "metrics", Namespace: "monitoring"}}
+		}},
+		{name: "defaults", def: DashboardDefinition(), newCR: func(v string) addonsv1alpha1.Addon {
+			return &addonsv1alpha1.Dashboard{ObjectMeta: metav1.ObjectMeta{Name: "dashboard", Namespace: "kube-system"}}
+		}},
+		{name: "custom", def: DashboardDefinition(), newCR: func(v string) addonsv1alpha1.Addon {
+			d := &addonsv1alpha1.Dashboard{
+				ObjectMeta: metav1.ObjectMeta{Name: "dashboard", Namespace: "kube-system"},
+				Spec: addonsv1alpha1.DashboardSpec{
+					Replicas:       ptr.To[int32](2),
+					Resources:      resources,
+					MetricsScraper: ptr.To(false),
+				},
+			}
+			d.Spec.TargetNamespace = "ui"
+			return d
+		}},
+		{name: "in-own-namespace", def: DashboardDefinition(), newCR: func(v string) addonsv1alpha1.Addon {
+			return &addonsv1alpha1.Dashboard{ObjectMeta: metav1.ObjectMeta{Name: "dashboard", Namespace: "kubernetes-dashboard"}}
+		}},
+		{name: "defaults", def: NodeLocalDNSDefinition(), newCR: func(v string) addonsv1alpha1.Addon {
+			return &addonsv1alpha1.NodeLocalDNS{ObjectMeta: metav1.ObjectMeta{Name: "nodelocaldns", Namespace: "kube-system"}}
+		}},
+		{name: "custom", def: NodeLocalDNSDefinition(), newCR: func(v string) addonsv1alpha1.Addon {
+			return &addonsv1alpha1.NodeLocalDNS{
+				ObjectMeta: metav1.ObjectMeta{Name: "nodelocaldns", Namespace: "kube-system"},
+				Spec: addonsv1alpha1.NodeLocalDNSSpec{
+					LocalIP:      "169.254.25.10",
+					ClusterDNSIP: "10.100.0.10",
+					DNSDomain:    "corp.example.org",
+					Resources:    resources,
+				},
+			}
+		}},
+	} {
+		component := tc.def.Prototype.ComponentName()
+		for _, version := range shipped.Versions(component) {
+			t.Run(component+"/"+version+"/"+tc.name, func(t *testing.T) {
+				cr := tc.newCR(version)
+				setVersion(cr, version)
+				expectGolden(t, tc.def, cr, component+"-"+version+"-"+tc.name)
+			})
+		}
+	}
+}

@@ -1,0 +1,95 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative"
+	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative/pkg/manifest"
+
+	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	"github.com/kaddons/kaddons/controllers/engine"
+)
+
+// +kubebuilder:rbac:groups=addons.kaddons.dev,resources=metricsservers,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=addons.kaddons.dev,resources=metricsservers/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=addons.kaddons.dev,resources=metricsservers/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=serviceaccounts;services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles;clusterrolebindings;rolebindings,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=apiregistration.k8s.io,resources=apiservices,verbs=get;list;watch;create;update;patch;delete
+// kaddons can only grant metrics-server the permissions it holds itself:
+// +kubebuilder:rbac:groups="",resources=nodes/metrics,verbs=get
+// +kubebuilder:rbac:groups="",resources=pods;nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=metrics.k8s.io,resources=pods;nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
+// Names of the objects in the metrics-server packages that typed fields edit.
+const (
+	metricsServerDeployment = "metrics-server"
+	metricsServerContainer  = "metrics-server"
+)
+
+// MetricsServerDefinition declares the metrics-server add-on to the shared engine.
+func MetricsServerDefinition() engine.Definition {
+	return engine.Definition{
+		Prototype:     &addonsv1alpha1.MetricsServer{},
+		HomeNamespace: metav1.NamespaceSystem,
+		Children: []schema.GroupVersionKind{
+			corev1.SchemeGroupVersion.WithKind("ServiceAccount"),
+			corev1.SchemeGroupVersion.WithKind("Service"),
+			rbacv1.SchemeGroupVersion.WithKind("ClusterRole"),
+			rbacv1.SchemeGroupVersion.WithKind("ClusterRoleBinding"),
+			rbacv1.SchemeGroupVersion.WithKind("RoleBinding"),
+			appsv1.SchemeGroupVersion.WithKind("Deployment"),
+			{Group: "apiregistration.k8s.io", Version: "v1", Kind: "APIService"},
+		},
+		Transforms: []engine.ObjectTransform{transformMetricsServer},
+	}
+}
+
+// transformMetricsServer applies the MetricsServer spec's typed fields to the rendered package.
+func transformMetricsServer(_ context.Context, obj declarative.DeclarativeObject, objects *manifest.Objects) error {
+	cr, ok := obj.(*addonsv1alpha1.MetricsServer)
+	if !ok {
+		return fmt.Errorf("expected a MetricsServer, got %T", obj)
+	}
+	spec := cr.Spec
+	deploy, err := engine.MustFindObject(objects, "Deployment", metricsServerDeployment)
+	if err != nil {
+		return err
+	}
+	if spec.KubeletInsecureTLS {
+		if err := engine.SetFlag(deploy, metricsServerContainer, "--kubelet-insecure-tls", ""); err != nil {
+			return err
+		}
+	}
+	if len(spec.KubeletPreferredAddressTypes) > 0 {
+		types := make([]string, len(spec.KubeletPreferredAddressTypes))
+		for i, t := range spec.KubeletPreferredAddressTypes {
+			types[i] = string(t)
+		}
+		if err := engine.SetFlag(deploy, metricsServerContainer, "--kubelet-preferred-address-types",
+			strings.Join(types, ",")); err != nil {
+			return err
+		}
+	}
+	if spec.MetricResolution != nil {
+		if err := engine.SetFlag(deploy, metricsServerContainer, "--metric-resolution",
+			spec.MetricResolution.Duration.String()); err != nil {
+			return err
+		}
+	}
+	return engine.ApplyPodFields(deploy, metricsServerContainer, engine.PodFields{
+		Replicas:  spec.Replicas,
+		Resources: spec.Resources,
+	})
+}
