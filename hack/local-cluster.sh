@@ -472,14 +472,17 @@ wait_apiserver() {
 }
 
 # start_controller_manager starts kube-controller-manager with all default controllers
-# (node lifecycle included) and per-controller service-account credentials.
+# (node lifecycle included) and per-controller service-account credentials, except those
+# that publish endpoints. The fake pods' IPs are not on this machine, and nothing may be
+# sent to them: without EndpointSlices the API server never dials an aggregated API
+# (metrics-server's APIService then reports EndpointsNotFound instead of being probed).
 start_controller_manager() {
   start_component kube-controller-manager \
     --kubeconfig="${STATE_DIR}/kube-controller-manager.kubeconfig" \
     --bind-address=127.0.0.1 \
     --secure-port=0 \
     --leader-elect=false \
-    --controllers='*' \
+    --controllers='*,-endpoints-controller,-endpointslice-controller,-endpointslice-mirroring-controller' \
     --use-service-account-credentials=true \
     --service-account-private-key-file="${PKI}/sa.key" \
     --root-ca-file="${PKI}/ca.crt" \
