@@ -11,6 +11,7 @@ RUN go mod download
 COPY main.go main.go
 COPY api/ api/
 COPY controllers/ controllers/
+COPY internal/ internal/
 
 # CGO_ENABLED=0 gives a static binary for the distroless base image.
 RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} go build -trimpath -ldflags="-s -w" -o manager .
@@ -19,7 +20,8 @@ RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} go build -trimpat
 FROM gcr.io/distroless/static:nonroot
 WORKDIR /
 COPY --from=builder /workspace/manager /manager
-# The channels (channel files and packages) ship next to the binary; --channels=/channels.
+# The channels (channel files and packages) ship next to the binary, where the Builtin
+# manifest source of the configuration file finds them.
 COPY channels/ /channels/
 USER 65532:65532
 

@@ -7,14 +7,19 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 
+	uberzap "go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -25,6 +30,7 @@ import (
 	"github.com/kaddons/kaddons/controllers"
 	"github.com/kaddons/kaddons/controllers/channels"
 	"github.com/kaddons/kaddons/controllers/engine"
+	"github.com/kaddons/kaddons/internal/config"
 )
 
 var (
@@ -38,7 +44,10 @@ func init() {
 }
 
 // flags holds the command line. Names follow the kubebuilder scaffold where it has one.
+// Apart from --config and --enable-http2, every flag overrides a setting of the
+// configuration file, and only when it is given explicitly.
 type flags struct {
+	configFile           string
 	metricsAddr          string
 	probeAddr            string
 	enableLeaderElection bool
@@ -51,44 +60,170 @@ type flags struct {
 	concurrency          int
 }
 
+// bind registers the flags on fs. Their defaults are the configuration's defaults, so
+// leaving a setting out of the file and not giving its flag mean the same.
+func (f *flags) bind(fs *flag.FlagSet) {
+	fs.StringVar(&f.configFile, "config", "", "The configuration file (kind OperatorConfiguration, apiVersion "+
+		"config.kaddons.dev/v1alpha1 or v1beta1). Flags given explicitly override its settings.")
+	fs.StringVar(&f.metricsAddr, "metrics-bind-address", config.DefaultMetricsBindAddress, "The address the metrics endpoint binds to. "+
+		"Use :8443 for HTTPS or :8080 for HTTP, or leave as 0 to disable the metrics service.")
+	fs.StringVar(&f.probeAddr, "health-probe-bind-address", config.DefaultHealthProbeBindAddress, "The address the probe endpoint binds to.")
+	fs.BoolVar(&f.enableLeaderElection, "leader-elect", false,
+		"Enable leader election for controller manager. Enabling this will ensure there is only one active controller manager.")
+	fs.StringVar(&f.leaderElectionID, "leader-election-id", config.DefaultLeaderElectionID, "The name of the leader election Lease.")
+	fs.StringVar(&f.leaderElectionNS, "leader-election-namespace", "",
+		"The namespace of the leader election Lease. Defaults to the manager's own namespace when it runs in a cluster.")
+	fs.BoolVar(&f.secureMetrics, "metrics-secure", true,
+		"If set, the metrics endpoint is served securely via HTTPS. Use --metrics-secure=false to use HTTP instead.")
+	fs.BoolVar(&f.enableHTTP2, "enable-http2", false, "If set, HTTP/2 will be enabled for the metrics server.")
+	fs.StringVar(&f.channelsDir, "channels", "", "The channels directory (channel files and packages/). "+
+		"Defaults to the channels folder next to the binary, then ./channels.")
+	fs.StringVar(&f.defaultChannel, "default-channel", config.DefaultChannel,
+		"The channel for add-ons that set neither spec.version nor spec.channel.")
+	fs.IntVar(&f.concurrency, "max-concurrent-reconciles", config.DefaultConcurrency,
+		"How many add-ons of one kind are reconciled in parallel. Per-kind bounds in the configuration file still apply.")
+}
+
 func main() {
 	var f flags
-	flag.StringVar(&f.metricsAddr, "metrics-bind-address", "0", "The address the metrics endpoint binds to. "+
-		"Use :8443 for HTTPS or :8080 for HTTP, or leave as 0 to disable the metrics service.")
-	flag.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "The address the probe endpoint binds to.")
-	flag.BoolVar(&f.enableLeaderElection, "leader-elect", false,
-		"Enable leader election for controller manager. Enabling this will ensure there is only one active controller manager.")
-	flag.StringVar(&f.leaderElectionID, "leader-election-id", "kaddons.addons.kaddons.dev", "The name of the leader election Lease.")
-	flag.StringVar(&f.leaderElectionNS, "leader-election-namespace", "",
-		"The namespace of the leader election Lease. Defaults to the manager's own namespace when it runs in a cluster.")
-	flag.BoolVar(&f.secureMetrics, "metrics-secure", true,
-		"If set, the metrics endpoint is served securely via HTTPS. Use --metrics-secure=false to use HTTP instead.")
-	flag.BoolVar(&f.enableHTTP2, "enable-http2", false, "If set, HTTP/2 will be enabled for the metrics server.")
-	flag.StringVar(&f.channelsDir, "channels", "", "The channels directory (channel files and packages/). "+
-		"Defaults to the channels folder next to the binary, then ./channels.")
-	flag.StringVar(&f.defaultChannel, "default-channel", channels.DefaultChannel,
-		"The channel for add-ons that set neither spec.version nor spec.channel.")
-	flag.IntVar(&f.concurrency, "max-concurrent-reconciles", engine.DefaultMaxConcurrentReconciles,
-		"How many add-ons of one kind are reconciled in parallel.")
+	f.bind(flag.CommandLine)
 	opts := zap.Options{Development: false}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	set := explicitFlags(flag.CommandLine)
+
+	// The configuration sets the level once it is loaded, unless --zap-log-level did.
+	level := uberzap.NewAtomicLevel()
+	logLevel := "--zap-log-level=" + flag.Lookup("zap-log-level").Value.String()
+	if !set["zap-log-level"] {
+		opts.Level = level
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 
-	if err := run(f); err != nil {
+	cfg, err := configure(f, set, addonKinds())
+	if err != nil {
+		setupLog.Error(err, "Invalid configuration")
+		os.Exit(1)
+	}
+	if !set["zap-log-level"] {
+		level.SetLevel(zapLevel(cfg.Runtime.LogLevel))
+		logLevel = string(cfg.Runtime.LogLevel)
+	}
+
+	if err := run(f, cfg, logLevel); err != nil {
 		setupLog.Error(err, "Manager stopped with an error")
 		os.Exit(1)
 	}
 }
 
+// explicitFlags returns the names of the flags given on the command line, as opposed to
+// those left at their defaults.
+func explicitFlags(fs *flag.FlagSet) map[string]bool {
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	return set
+}
+
+// addonKinds lists the kinds of the add-ons this manager runs.
+func addonKinds() []string {
+	defs := controllers.Definitions()
+	kinds := make([]string, 0, len(defs))
+	for _, def := range defs {
+		gvk, err := apiutil.GVKForObject(def.Prototype, scheme)
+		utilruntime.Must(err)
+		kinds = append(kinds, gvk.Kind)
+	}
+	return kinds
+}
+
+// configure builds the configuration: the defaults, overridden by the file named by
+// --config, overridden in turn by the flags in set, those given explicitly.
+func configure(f flags, set map[string]bool, kinds []string) (*config.Configuration, error) {
+	cfg := &config.Configuration{}
+	config.Default(cfg)
+	if f.configFile != "" {
+		loaded, err := config.Load(f.configFile, config.WithKinds(kinds...))
+		if err != nil {
+			return nil, err
+		}
+		cfg = loaded
+	}
+	applyFlags(cfg, f, set)
+	if errs := config.Validate(cfg); len(errs) > 0 {
+		for _, e := range errs {
+			if name, ok := flagOf[e.Field]; ok {
+				e.Field = "--" + name
+			}
+		}
+		return nil, fmt.Errorf("invalid command-line flags: %w", errs.ToAggregate())
+	}
+	return cfg, nil
+}
+
+// flagOf names the flag that overrides each setting, by the setting's field path, so
+// that a validation error caused by a flag names the flag.
+var flagOf = map[string]string{
+	"manager.metrics.bindAddress":      "metrics-bind-address",
+	"manager.healthProbeBindAddress":   "health-probe-bind-address",
+	"manager.leaderElection.id":        "leader-election-id",
+	"manager.leaderElection.namespace": "leader-election-namespace",
+	"manager.concurrency.default":      "max-concurrent-reconciles",
+	"runtime.defaultChannel":           "default-channel",
+}
+
+// applyFlags overrides the settings of cfg with the flags in set. A flag left at its
+// default does not override the file, but one given with its default value does.
+func applyFlags(cfg *config.Configuration, f flags, set map[string]bool) {
+	m := &cfg.Manager
+	if set["metrics-bind-address"] {
+		m.Metrics.BindAddress = f.metricsAddr
+	}
+	if set["metrics-secure"] {
+		m.Metrics.Secure = ptr.To(f.secureMetrics)
+	}
+	if set["health-probe-bind-address"] {
+		m.HealthProbeBindAddress = f.probeAddr
+	}
+	if set["leader-elect"] {
+		m.LeaderElection.Enabled = f.enableLeaderElection
+	}
+	if set["leader-election-id"] {
+		m.LeaderElection.ID = f.leaderElectionID
+	}
+	if set["leader-election-namespace"] {
+		m.LeaderElection.Namespace = f.leaderElectionNS
+	}
+	if set["max-concurrent-reconciles"] {
+		m.Concurrency.Default = int32(max(min(f.concurrency, math.MaxInt32), math.MinInt32))
+	}
+	if set["channels"] {
+		cfg.Channels = config.Channels{Source: config.ChannelSourceBuiltin}
+		if f.channelsDir != "" {
+			cfg.Channels = config.Channels{Source: config.ChannelSourceDirectory, Directory: f.channelsDir}
+		}
+	}
+	if set["default-channel"] {
+		cfg.Runtime.DefaultChannel = f.defaultChannel
+	}
+}
+
+// zapLevel returns the zap level that logs level and everything more severe.
+func zapLevel(level config.LogLevel) zapcore.Level {
+	switch level {
+	case config.LogLevelError:
+		return zapcore.ErrorLevel
+	case config.LogLevelDebug:
+		return zapcore.DebugLevel // logr's V(1)
+	default:
+		return zapcore.InfoLevel
+	}
+}
+
 // run builds the manager, registers the add-on controllers and blocks until it stops.
-func run(f flags) error {
-	dir, err := channelsDir(f.channelsDir)
+func run(f flags, cfg *config.Configuration, logLevel string) error {
+	dir, err := channelsDir(cfg.Channels)
 	if err != nil {
 		return err
-	}
-	if f.concurrency < 1 {
-		return fmt.Errorf("--max-concurrent-reconciles must be at least 1, not %d", f.concurrency)
 	}
 
 	var tlsOpts []func(*tls.Config)
@@ -97,35 +232,48 @@ func run(f flags) error {
 		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
 	}
 
+	m := cfg.Manager
+	secureMetrics := ptr.Deref(m.Metrics.Secure, true)
 	metricsOptions := metricsserver.Options{
-		BindAddress:   f.metricsAddr,
-		SecureServing: f.secureMetrics,
+		BindAddress:   m.Metrics.BindAddress,
+		SecureServing: secureMetrics,
 		TLSOpts:       tlsOpts,
 	}
-	if f.secureMetrics {
+	if secureMetrics {
 		// Scrapers authenticate with a token and need RBAC for GET /metrics
 		// (config/rbac/metrics_reader_role.yaml).
 		metricsOptions.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
 
+	cacheOptions := engine.CacheOptions(controllers.Definitions()...)
+	cacheOptions.SyncPeriod = &m.CacheSyncPeriod
+	le := m.LeaderElection
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                        scheme,
 		Metrics:                       metricsOptions,
 		WebhookServer:                 webhook.NewServer(webhook.Options{TLSOpts: tlsOpts}),
-		HealthProbeBindAddress:        f.probeAddr,
-		LeaderElection:                f.enableLeaderElection,
-		LeaderElectionID:              f.leaderElectionID,
-		LeaderElectionNamespace:       f.leaderElectionNS,
+		HealthProbeBindAddress:        m.HealthProbeBindAddress,
+		LeaderElection:                le.Enabled,
+		LeaderElectionID:              le.ID,
+		LeaderElectionNamespace:       le.Namespace,
+		LeaseDuration:                 &le.LeaseDuration,
+		RenewDeadline:                 &le.RenewDeadline,
+		RetryPeriod:                   &le.RetryPeriod,
 		LeaderElectionReleaseOnCancel: true,
-		Cache:                         engine.CacheOptions(controllers.Definitions()...),
+		Cache:                         cacheOptions,
 		Client:                        client.Options{Cache: &client.CacheOptions{Unstructured: true}},
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
 
-	source := channels.NewSource(dir, f.defaultChannel)
-	if err := controllers.SetupWithManager(mgr, engine.Options{Source: source, MaxConcurrentReconciles: f.concurrency}); err != nil {
+	source := channels.NewSource(dir, cfg.Runtime.DefaultChannel)
+	opts := engine.Options{Source: source, MaxConcurrentReconciles: int(m.Concurrency.Default),
+		ConcurrencyPerKind: map[string]int{}}
+	for kind, n := range m.Concurrency.PerKind {
+		opts.ConcurrencyPerKind[kind] = int(n)
+	}
+	if err := controllers.SetupWithManager(mgr, opts); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
@@ -135,15 +283,20 @@ func run(f flags) error {
 		return fmt.Errorf("adding the ready check: %w", err)
 	}
 
-	setupLog.Info("Starting manager", "channels", dir, "defaultChannel", f.defaultChannel)
+	setupLog.Info("Starting manager", "config", f.configFile, "channels", dir,
+		"defaultChannel", cfg.Runtime.DefaultChannel, "registryMirror", cfg.Runtime.RegistryMirror,
+		"pausedKinds", cfg.Runtime.PausedKinds, "resyncInterval", cfg.Runtime.ResyncInterval.String(),
+		"logLevel", logLevel, "concurrency", m.Concurrency.Default, "concurrencyPerKind", m.Concurrency.PerKind,
+		"leaderElection", le.Enabled, "cacheSyncPeriod", m.CacheSyncPeriod.String())
 	return mgr.Start(ctrl.SetupSignalHandler())
 }
 
-// channelsDir finds the channels directory: the flag, else channels/ next to the binary
-// (as the image lays it out), else ./channels.
-func channelsDir(flagValue string) (string, error) {
-	candidates := []string{flagValue}
-	if flagValue == "" {
+// channelsDir finds the channels directory: for the Builtin source, channels/ next to the
+// binary (as the image lays it out), else ./channels; for the Directory source, the
+// directory it names.
+func channelsDir(src config.Channels) (string, error) {
+	candidates := []string{src.Directory}
+	if src.Source != config.ChannelSourceDirectory {
 		candidates = []string{"channels"}
 		if exe, err := os.Executable(); err == nil {
 			candidates = append([]string{filepath.Join(filepath.Dir(exe), "channels")}, candidates...)
@@ -154,8 +307,9 @@ func channelsDir(flagValue string) (string, error) {
 			return filepath.Abs(c)
 		}
 	}
-	if flagValue != "" {
-		return "", fmt.Errorf("--channels %q is not a directory", flagValue)
+	if src.Source == config.ChannelSourceDirectory {
+		return "", fmt.Errorf("the channels directory %q is not a directory", src.Directory)
 	}
-	return "", errors.New("no channels directory found next to the binary or in the working directory; set --channels")
+	return "", errors.New("no channels directory found next to the binary or in the working directory; " +
+		"set --channels or the configuration's channels directory")
 }

@@ -1,10 +1,20 @@
 package main
 
 import (
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/utils/ptr"
+
+	"github.com/kaddons/kaddons/controllers/channels"
+	"github.com/kaddons/kaddons/controllers/engine"
+	"github.com/kaddons/kaddons/internal/config"
 )
 
 func TestChannelsDir(t *testing.T) {
@@ -13,22 +23,25 @@ func TestChannelsDir(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	directory := func(path string) config.Channels {
+		return config.Channels{Source: config.ChannelSourceDirectory, Directory: path}
+	}
 	for _, tc := range []struct {
 		name    string
-		flag    string
+		src     config.Channels
 		want    string
 		wantErr string
 	}{
-		{name: "flag naming a directory", flag: dir, want: dir},
-		{name: "flag naming a missing directory", flag: filepath.Join(dir, "missing"), wantErr: "is not a directory"},
-		{name: "flag naming a file", flag: file, wantErr: "is not a directory"},
-		{name: "default finds ./channels", flag: "", want: "channels"},
+		{name: "a directory", src: directory(dir), want: dir},
+		{name: "a missing directory", src: directory(filepath.Join(dir, "missing")), wantErr: "is not a directory"},
+		{name: "a file", src: directory(file), wantErr: "is not a directory"},
+		{name: "builtin finds ./channels", src: config.Channels{Source: config.ChannelSourceBuiltin}, want: "channels"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := channelsDir(tc.flag)
+			got, err := channelsDir(tc.src)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("channelsDir(%q) error = %v, want %q", tc.flag, err, tc.wantErr)
+					t.Fatalf("channelsDir(%+v) error = %v, want %q", tc.src, err, tc.wantErr)
 				}
 				return
 			}
@@ -36,8 +49,217 @@ func TestChannelsDir(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !strings.HasSuffix(got, tc.want) || !filepath.IsAbs(got) {
-				t.Fatalf("channelsDir(%q) = %q, want an absolute path ending in %q", tc.flag, got, tc.want)
+				t.Fatalf("channelsDir(%+v) = %q, want an absolute path ending in %q", tc.src, got, tc.want)
 			}
 		})
+	}
+}
+
+// parseFlags parses args as the manager's command line.
+func parseFlags(t *testing.T, args ...string) (flags, map[string]bool) {
+	t.Helper()
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	var f flags
+	f.bind(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return f, explicitFlags(fs)
+}
+
+const (
+	alphaFile = `apiVersion: config.kaddons.dev/v1alpha1
+kind: OperatorConfiguration
+metrics: {bindAddress: ":8443", secure: false}
+health: {healthProbeBindAddress: ":9081"}
+leaderElection: {leaderElect: true, resourceName: from-file, resourceNamespace: file-ns, leaseDuration: 30s}
+concurrency: {default: 2, perKind: {CoreDNS: 8}}
+manifests: {directory: /from/file}
+defaultChannel: rapid
+logLevel: debug
+`
+	betaFile = `apiVersion: config.kaddons.dev/v1beta1
+kind: OperatorConfiguration
+manager:
+  metrics: {bindAddress: ":8443", secure: false}
+  healthProbeBindAddress: ":9081"
+  leaderElection: {enabled: true, id: from-file, namespace: file-ns, leaseDuration: 30s}
+  concurrency: {default: 2, perKind: {CoreDNS: 8}}
+channels: {directory: /from/file}
+runtime:
+  defaultChannel: rapid
+  logLevel: debug
+`
+)
+
+// fromFile sets what alphaFile and betaFile set.
+func fromFile(c *config.Configuration) {
+	c.Manager.Metrics = config.Metrics{BindAddress: ":8443", Secure: ptr.To(false)}
+	c.Manager.HealthProbeBindAddress = ":9081"
+	c.Manager.LeaderElection.Enabled = true
+	c.Manager.LeaderElection.ID = "from-file"
+	c.Manager.LeaderElection.Namespace = "file-ns"
+	c.Manager.LeaderElection.LeaseDuration = 30 * time.Second
+	c.Manager.Concurrency = config.Concurrency{Default: 2, PerKind: map[string]int32{"CoreDNS": 8}}
+	c.Channels = config.Channels{Source: config.ChannelSourceDirectory, Directory: "/from/file"}
+	c.Runtime.DefaultChannel = "rapid"
+	c.Runtime.LogLevel = config.LogLevelDebug
+}
+
+func TestConfigure(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		file    string
+		args    []string
+		want    func(*config.Configuration) // applied to the defaults
+		wantErr string                      // FILE stands for the file's path
+	}{
+		{name: "no file, no flags: the defaults", want: func(*config.Configuration) {}},
+		{
+			name: "no file: the flags",
+			args: []string{"--metrics-bind-address=:8080", "--metrics-secure=false", "--leader-elect",
+				"--channels=/from/flag", "--max-concurrent-reconciles=1", "--default-channel=rapid"},
+			want: func(c *config.Configuration) {
+				c.Manager.Metrics = config.Metrics{BindAddress: ":8080", Secure: ptr.To(false)}
+				c.Manager.LeaderElection.Enabled = true
+				c.Manager.Concurrency.Default = 1
+				c.Channels = config.Channels{Source: config.ChannelSourceDirectory, Directory: "/from/flag"}
+				c.Runtime.DefaultChannel = "rapid"
+			},
+		},
+		{name: "a v1alpha1 file, no flags: the file", file: alphaFile, want: fromFile},
+		{name: "a v1beta1 file, no flags: the file", file: betaFile, want: fromFile},
+		{
+			name: "flags given override the file, even with their default values",
+			file: alphaFile,
+			args: []string{"--metrics-bind-address=:9443", "--metrics-secure=true", "--health-probe-bind-address=0",
+				"--leader-election-id=from-flag", "--leader-election-namespace=flag-ns",
+				"--max-concurrent-reconciles=3", "--default-channel=stable", "--enable-http2"},
+			want: func(c *config.Configuration) {
+				fromFile(c)
+				c.Manager.Metrics = config.Metrics{BindAddress: ":9443", Secure: ptr.To(true)}
+				c.Manager.HealthProbeBindAddress = "0"
+				c.Manager.LeaderElection.ID = "from-flag"
+				c.Manager.LeaderElection.Namespace = "flag-ns"
+				c.Manager.Concurrency.Default = 3 // perKind still applies to CoreDNS
+				c.Runtime.DefaultChannel = "stable"
+			},
+		},
+		{
+			name: "--leader-elect=false overrides leader election in the file",
+			file: betaFile,
+			args: []string{"--leader-elect=false"},
+			want: func(c *config.Configuration) {
+				fromFile(c)
+				c.Manager.LeaderElection.Enabled = false
+			},
+		},
+		{
+			name: "an empty --channels selects the built-in channels over the file's directory",
+			file: alphaFile,
+			args: []string{"--channels="},
+			want: func(c *config.Configuration) {
+				fromFile(c)
+				c.Channels = config.Channels{Source: config.ChannelSourceBuiltin}
+			},
+		},
+		{
+			name:    "an invalid flag is named",
+			args:    []string{"--max-concurrent-reconciles=0"},
+			wantErr: "invalid command-line flags: --max-concurrent-reconciles: Invalid value: 0: must be at least 1",
+		},
+		{
+			name: "an invalid flag over a file is named",
+			file: alphaFile,
+			args: []string{"--metrics-bind-address=8443", "--default-channel=../x"},
+			wantErr: `invalid command-line flags: [--metrics-bind-address: Invalid value: "8443": must be "0" (off) or host:port, such as ":8443", ` +
+				`--default-channel: Invalid value: "../x": must be a channel name: letters, digits, '.', '_', '+' or '-', at most 63 characters]`,
+		},
+		{
+			name:    "an invalid file names the file and the field",
+			file:    alphaFile + "resyncInterval: 1s\n",
+			wantErr: `configuration file FILE is invalid: resyncInterval: Invalid value: "1s": must be 0 (off) or at least 10s`,
+		},
+		{
+			name:    "a misspelt field names the file and the field",
+			file:    alphaFile + "defaultChanel: stable\n",
+			wantErr: `configuration file FILE: unknown field "defaultChanel" (did you mean "defaultChannel"?)`,
+		},
+		{
+			name:    "a kind the manager does not run",
+			file:    betaFile + "  pausedKinds: [Dashboard]\n",
+			wantErr: `configuration file FILE is invalid: runtime.pausedKinds[0]: Unsupported value: "Dashboard": supported values: "CoreDNS"`,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.args
+			path := ""
+			if tc.file != "" {
+				path = filepath.Join(t.TempDir(), "kaddons.yaml")
+				if err := os.WriteFile(path, []byte(tc.file), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				args = append([]string{"--config=" + path}, args...)
+			}
+			f, set := parseFlags(t, args...)
+			got, err := configure(f, set, []string{"CoreDNS"})
+			if tc.wantErr != "" {
+				want := strings.ReplaceAll(tc.wantErr, "FILE", path)
+				if err == nil || err.Error() != want {
+					t.Fatalf("configure() error =\n  %v\nwant\n  %s", err, want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := &config.Configuration{}
+			config.Default(want)
+			tc.want(want)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("configure() mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestFlagDefaults checks that every flag's default is the configuration's default, so
+// that leaving a setting out of the file and not giving its flag mean the same.
+func TestFlagDefaults(t *testing.T) {
+	f, _ := parseFlags(t)
+	all := map[string]bool{}
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	(&flags{}).bind(fs)
+	fs.VisitAll(func(fl *flag.Flag) { all[fl.Name] = true })
+
+	fromFlags := &config.Configuration{}
+	applyFlags(fromFlags, f, all)
+	config.Default(fromFlags)
+	defaults := &config.Configuration{}
+	config.Default(defaults)
+	if diff := cmp.Diff(defaults, fromFlags); diff != "" {
+		t.Errorf("flag defaults differ from the configuration's (-config +flags):\n%s", diff)
+	}
+	if config.DefaultChannel != channels.DefaultChannel {
+		t.Errorf("config.DefaultChannel = %q, channels.DefaultChannel = %q", config.DefaultChannel, channels.DefaultChannel)
+	}
+	if config.DefaultConcurrency != engine.DefaultMaxConcurrentReconciles {
+		t.Errorf("config.DefaultConcurrency = %d, engine.DefaultMaxConcurrentReconciles = %d",
+			config.DefaultConcurrency, engine.DefaultMaxConcurrentReconciles)
+	}
+}
+
+func TestZapLevel(t *testing.T) {
+	for _, tc := range []struct {
+		level config.LogLevel
+		want  zapcore.Level
+	}{
+		{level: config.LogLevelError, want: zapcore.ErrorLevel},
+		{level: config.LogLevelInfo, want: zapcore.InfoLevel},
+		{level: config.LogLevelDebug, want: zapcore.DebugLevel},
+	} {
+		if got := zapLevel(tc.level); got != tc.want {
+			t.Errorf("zapLevel(%q) = %v, want %v", tc.level, got, tc.want)
+		}
 	}
 }

@@ -97,6 +97,8 @@ type Options struct {
 	Source *channels.Source
 	// MaxConcurrentReconciles bounds the parallel reconciles of each add-on controller.
 	MaxConcurrentReconciles int
+	// ConcurrencyPerKind overrides MaxConcurrentReconciles for the add-on kinds it names.
+	ConcurrencyPerKind map[string]int
 	// AddonKinds lists an empty object of every add-on kind, so that an add-on is
 	// reconciled again when one it depends on changes.
 	AddonKinds []client.Object
@@ -161,6 +163,9 @@ func New(mgr ctrl.Manager, def Definition, opts Options) (*Reconciler, error) {
 // shared cache, every child kind, mapping child events back to their add-on by label.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	concurrency := r.opts.MaxConcurrentReconciles
+	if n := r.opts.ConcurrencyPerKind[r.gvk.Kind]; n > 0 {
+		concurrency = n
+	}
 	if concurrency <= 0 {
 		concurrency = DefaultMaxConcurrentReconciles
 	}
