@@ -269,7 +269,12 @@ func run(f flags, cfg *config.Configuration, logLevel string) error {
 
 	source := channels.NewSource(dir, cfg.Runtime.DefaultChannel)
 	opts := engine.Options{Source: source, MaxConcurrentReconciles: int(m.Concurrency.Default),
-		ConcurrencyPerKind: map[string]int{}}
+		ConcurrencyPerKind: map[string]int{},
+		Settings: engine.NewSettingsStore(engine.Settings{
+			RegistryMirror: cfg.Runtime.RegistryMirror,
+			PausedKinds:    cfg.Runtime.PausedKinds,
+			ResyncInterval: cfg.Runtime.ResyncInterval,
+		})}
 	for kind, n := range m.Concurrency.PerKind {
 		opts.ConcurrencyPerKind[kind] = int(n)
 	}

@@ -41,6 +41,9 @@ var (
 	testMgr ctrl.Manager
 	// source is the channels directory of the repository.
 	source *channels.Source
+	// settings are the operator-wide settings the suite's manager runs with; a test that
+	// changes them restores them.
+	settings = engine.NewSettingsStore(engine.Settings{})
 )
 
 func init() {
@@ -116,7 +119,7 @@ func runSuite(m *testing.M) int {
 		}
 	}
 	source = channels.NewSource(channelsDir, channels.DefaultChannel)
-	if err := SetupWithManager(testMgr, engine.Options{Source: source}); err != nil {
+	if err := SetupWithManager(testMgr, engine.Options{Source: source, Settings: settings}); err != nil {
 		fmt.Fprintf(os.Stderr, "setting up controllers: %v\n", err)
 		return 1
 	}

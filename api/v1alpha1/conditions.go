@@ -22,7 +22,8 @@ const (
 	ReasonApplying = "Applying"
 	// ReasonChildrenNotReady means the manifests are applied but some children are not ready yet.
 	ReasonChildrenNotReady = "ChildrenNotReady"
-	// ReasonPaused means reconciliation is suspended by spec.suspend or the paused annotation.
+	// ReasonPaused means reconciliation is suspended by spec.suspend, the paused annotation,
+	// or the operator configuration's paused kinds.
 	ReasonPaused = "Paused"
 	// ReasonDependencyNotReady means an add-on in spec.dependsOn, or one whose settings this
 	// add-on follows (a NodeLocalDNS's CoreDNS), is missing or not Ready.

@@ -97,13 +97,13 @@ const pausedMessage = "reconciliation is paused by spec.suspend or the " + addon
 
 // markPaused records that reconciliation is suspended. Ready keeps its status, since
 // what runs keeps running, but its reason and message say Paused.
-func markPaused(s *addonsv1alpha1.AddonStatus, generation int64) {
+func markPaused(s *addonsv1alpha1.AddonStatus, generation int64, message string) {
 	status := metav1.ConditionUnknown
 	if ready := meta.FindStatusCondition(s.Conditions, addonsv1alpha1.ConditionReady); ready != nil {
 		status = ready.Status
 	}
-	setCondition(s, generation, addonsv1alpha1.ConditionReady, status, addonsv1alpha1.ReasonPaused, pausedMessage)
-	setCondition(s, generation, addonsv1alpha1.ConditionProgressing, metav1.ConditionFalse, addonsv1alpha1.ReasonPaused, pausedMessage)
+	setCondition(s, generation, addonsv1alpha1.ConditionReady, status, addonsv1alpha1.ReasonPaused, message)
+	setCondition(s, generation, addonsv1alpha1.ConditionProgressing, metav1.ConditionFalse, addonsv1alpha1.ReasonPaused, message)
 	s.Phase = phasePaused
 	s.ObservedGeneration = generation
 }

@@ -99,6 +99,9 @@ type Options struct {
 	MaxConcurrentReconciles int
 	// ConcurrencyPerKind overrides MaxConcurrentReconciles for the add-on kinds it names.
 	ConcurrencyPerKind map[string]int
+	// Settings holds the operator-wide settings each reconcile reads (registry mirror,
+	// paused kinds, resync interval). Nil means none of them.
+	Settings *SettingsStore
 	// AddonKinds lists an empty object of every add-on kind, so that an add-on is
 	// reconciled again when one it depends on changes.
 	AddonKinds []client.Object
@@ -148,7 +151,7 @@ func New(mgr ctrl.Manager, def Definition, opts Options) (*Reconciler, error) {
 	kdpOptions := []declarative.ReconcilerOption{
 		declarative.WithManifestController(channels.ManifestController{Source: opts.Source}),
 		declarative.WithObjectTransform(def.Transforms...),
-		declarative.WithObjectTransform(ApplyPatches, setNamespace(mgr.GetRESTMapper(), def)),
+		declarative.WithObjectTransform(mirrorImages, ApplyPatches, setNamespace(mgr.GetRESTMapper(), def)),
 		declarative.WithLabels(r.labels),
 		declarative.WithOwner(declarative.SourceAsOwner),
 		declarative.WithApplier(r.applier),
@@ -279,7 +282,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	}
 
 	original := obj.DeepCopyObject().(addonsv1alpha1.Addon)
-	st := &reconcileState{addon: obj}
+	st := &reconcileState{addon: obj, settings: r.opts.Settings.Load()}
 	defer func() {
 		if err := r.patchStatus(ctx, original, obj); err != nil {
 			retErr = errors.Join(retErr, err)
@@ -299,7 +302,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 			break
 		}
 	}
-	return ctrl.Result{RequeueAfter: st.requeueAfter}, nil
+	requeue := st.requeueAfter
+	if resync := st.settings.ResyncInterval; resync > 0 && (requeue == 0 || resync < requeue) {
+		requeue = resync
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
 // phase is one named step of a reconcile. It returns done to end the reconcile early
@@ -553,7 +560,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, original, obj addonsv1alph
 // Render resolves and renders obj's package exactly as a reconcile would, without
 // touching the cluster. Golden tests and tools use it to show what would be applied.
 func (r *Reconciler) Render(ctx context.Context, obj addonsv1alpha1.Addon) (*manifest.Objects, error) {
-	st := &reconcileState{addon: obj}
+	st := &reconcileState{addon: obj, settings: r.opts.Settings.Load()}
 	if _, err := r.resolve(ctx, st); err != nil {
 		return nil, err
 	}

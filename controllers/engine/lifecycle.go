@@ -48,7 +48,11 @@ func (r *Reconciler) gate(ctx context.Context, st *reconcileState) (bool, error)
 	status := st.addon.GetAddonStatus()
 	generation := st.addon.GetGeneration()
 	if paused(st.addon) {
-		markPaused(status, generation)
+		markPaused(status, generation, pausedMessage)
+		return true, nil
+	}
+	if st.settings.kindPaused(r.gvk.Kind) {
+		markPaused(status, generation, fmt.Sprintf("reconciliation of every %s is paused by the operator configuration", r.gvk.Kind))
 		return true, nil
 	}
 	if len(st.addon.GetAddonSpec().DependsOn) == 0 {

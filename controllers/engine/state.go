@@ -18,6 +18,8 @@ import (
 type reconcileState struct {
 	addon    addonsv1alpha1.Addon
 	resolved channels.Resolved
+	// settings is this reconcile's snapshot of the operator-wide settings.
+	settings Settings
 	// wanted is the version the spec asks for when a failed upgrade pinned resolved to
 	// the last healthy version.
 	wanted string
@@ -81,13 +83,14 @@ func (st *reconcileState) ownerKey() string {
 }
 
 // renderKey is what, besides the add-on's UID and generation and the package's output,
-// decides the rendered objects: the version and the definition's inputs.
+// decides the rendered objects: the version, the definition's inputs and the registry
+// mirror.
 func (st *reconcileState) renderKey() string {
-	return st.resolved.Version + "\x00" + st.inputsKey
+	return st.resolved.Version + "\x00" + st.inputsKey + "\x00" + st.settings.RegistryMirror
 }
 
 // renderContext carries what KDP's rendering reads besides the add-on: the resolved
 // package for the manifest controller and the definition's inputs for the transforms.
 func (st *reconcileState) renderContext(ctx context.Context) context.Context {
-	return withInputs(channels.WithResolved(ctx, st.resolved), st.inputs)
+	return withSettings(withInputs(channels.WithResolved(ctx, st.resolved), st.inputs), st.settings)
 }

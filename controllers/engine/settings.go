@@ -1,0 +1,128 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative"
+	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative/pkg/manifest"
+)
+
+// Settings are the operator-wide settings every add-on reconcile reads: the part of the
+// operator's configuration that may change while it runs.
+type Settings struct {
+	// RegistryMirror replaces the registry of every rendered image, for example
+	// "mirror.example.com/k8s": registry.k8s.io/coredns/coredns:v1.12.1 becomes
+	// mirror.example.com/k8s/coredns/coredns:v1.12.1. Empty leaves images alone.
+	RegistryMirror string
+	// PausedKinds lists the add-on kinds (such as CoreDNS) that are not reconciled.
+	PausedKinds []string
+	// ResyncInterval re-runs every add-on's reconcile this often, on top of the events
+	// that trigger it. Zero turns it off.
+	ResyncInterval time.Duration
+}
+
+// SettingsStore holds the current Settings. Each reconcile takes one snapshot, so a
+// change never applies half-way through a reconcile.
+type SettingsStore struct {
+	current atomic.Pointer[Settings]
+}
+
+// NewSettingsStore returns a store holding s.
+func NewSettingsStore(s Settings) *SettingsStore {
+	store := &SettingsStore{}
+	store.Store(s)
+	return store
+}
+
+// Load returns the current settings. A nil store has the zero Settings.
+func (s *SettingsStore) Load() Settings {
+	if s == nil {
+		return Settings{}
+	}
+	if p := s.current.Load(); p != nil {
+		return *p
+	}
+	return Settings{}
+}
+
+// Store replaces the settings.
+func (s *SettingsStore) Store(settings Settings) {
+	settings.PausedKinds = slices.Clone(settings.PausedKinds)
+	s.current.Store(&settings)
+}
+
+// kindPaused reports whether the settings pause kind.
+func (s Settings) kindPaused(kind string) bool {
+	return slices.Contains(s.PausedKinds, kind)
+}
+
+type settingsKey struct{}
+
+func withSettings(ctx context.Context, s Settings) context.Context {
+	return context.WithValue(ctx, settingsKey{}, s)
+}
+
+func settingsFrom(ctx context.Context) Settings {
+	s, _ := ctx.Value(settingsKey{}).(Settings)
+	return s
+}
+
+// mirrorImages is the transform that points every container image of the rendered
+// workloads at the settings' registry mirror.
+func mirrorImages(ctx context.Context, _ declarative.DeclarativeObject, objects *manifest.Objects) error {
+	mirror := settingsFrom(ctx).RegistryMirror
+	if mirror == "" {
+		return nil
+	}
+	for _, o := range objects.Items {
+		if !hasPodTemplate(o) {
+			continue
+		}
+		if err := o.MutateContainers(func(c map[string]any) error {
+			image, ok := c["image"].(string)
+			if !ok || image == "" {
+				return fmt.Errorf("%s %s has a container without an image", o.Kind, o.GetName())
+			}
+			c["image"] = MirrorImage(image, mirror)
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// hasPodTemplate reports whether o holds containers: a Pod, a CronJob or an object with a
+// pod template (Deployment, DaemonSet, StatefulSet, Job, ...).
+func hasPodTemplate(o *manifest.Object) bool {
+	u := o.UnstructuredObject().Object
+	const spec = "spec"
+	for _, podSpec := range [][]string{
+		{spec},
+		{spec, "template", spec},
+		{spec, "jobTemplate", spec, "template", spec},
+	} {
+		if _, found, _ := unstructured.NestedSlice(u, append(podSpec, "containers")...); found {
+			return true
+		}
+	}
+	return false
+}
+
+// MirrorImage replaces the registry of image with mirror. An image without a registry
+// (kubernetesui/dashboard:v2.7.0) is a Docker Hub image and keeps its whole path.
+func MirrorImage(image, mirror string) string {
+	mirror = strings.TrimSuffix(mirror, "/")
+	path := image
+	if first, rest, ok := strings.Cut(image, "/"); ok &&
+		(strings.ContainsAny(first, ".:") || first == "localhost") {
+		path = rest
+	}
+	return mirror + "/" + path
+}

@@ -1,0 +1,85 @@
+package controllers
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	"github.com/kaddons/kaddons/controllers/engine"
+)
+
+// withSettings runs the rest of the test with the manager's settings replaced.
+func withSettings(t *testing.T, s engine.Settings) {
+	t.Helper()
+	previous := settings.Load()
+	settings.Store(s)
+	t.Cleanup(func() { settings.Store(previous) })
+}
+
+// touch changes an annotation of the add-on, which reconciles it.
+func touch(t *testing.T, cr addonsv1alpha1.Addon, value string) {
+	t.Helper()
+	updateAddon(t, cr, func() {
+		a := cr.GetAnnotations()
+		if a == nil {
+			a = map[string]string{}
+		}
+		a["test.kaddons.dev/touch"] = value
+		cr.SetAnnotations(a)
+	})
+}
+
+func TestRegistryMirror(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	cr := newCoreDNS(ns, newVersion)
+	createCoreDNS(t, cr)
+	image := func(g Gomega) string {
+		d := &appsv1.Deployment{}
+		g.Expect(k8sClient.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: "coredns"}, d)).To(Succeed())
+		return d.Spec.Template.Spec.Containers[0].Image
+	}
+	g.Expect(image(g)).To(Equal("registry.k8s.io/coredns/coredns:v" + newVersion))
+
+	withSettings(t, engine.Settings{RegistryMirror: "mirror.example.com/k8s"})
+	touch(t, cr, "mirror")
+	g.Eventually(func(g Gomega) {
+		g.Expect(image(g)).To(Equal("mirror.example.com/k8s/coredns/coredns:v" + newVersion))
+	}).WithTimeout(eventuallyTimeout).WithPolling(pollInterval).Should(Succeed())
+
+	settings.Store(engine.Settings{})
+	touch(t, cr, "no-mirror")
+	g.Eventually(func(g Gomega) {
+		g.Expect(image(g)).To(Equal("registry.k8s.io/coredns/coredns:v" + newVersion))
+	}).WithTimeout(eventuallyTimeout).WithPolling(pollInterval).Should(Succeed())
+}
+
+func TestPausedKind(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	cr := newCoreDNS(ns, oldVersion)
+	createCoreDNS(t, cr)
+
+	withSettings(t, engine.Settings{PausedKinds: []string{"CoreDNS"}})
+	updateCoreDNS(t, cr, func(c *addonsv1alpha1.CoreDNS) { c.Spec.Version = newVersion })
+	ready := waitReason(t, cr, addonsv1alpha1.ReasonPaused)
+	g.Expect(ready.Message).To(ContainSubstring("every CoreDNS is paused by the operator configuration"))
+	g.Expect(cr.Status.AppliedVersion).To(Equal(oldVersion), "a paused kind was applied")
+
+	// Other kinds go on.
+	d := &addonsv1alpha1.NodeLocalDNS{}
+	d.Name, d.Namespace = "nodelocaldns", ns
+	g.Expect(k8sClient.Create(context.Background(), d)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		getAddon(g, d)
+		g.Expect(d.Status.AppliedVersion).NotTo(BeEmpty())
+	}).WithTimeout(eventuallyTimeout).WithPolling(pollInterval).Should(Succeed())
+
+	settings.Store(engine.Settings{})
+	touch(t, cr, "unpaused")
+	waitApplied(t, cr, newVersion)
+}
