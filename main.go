@@ -26,6 +26,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	configv1alpha1 "github.com/kaddons/kaddons/api/config/v1alpha1"
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/controllers"
 	"github.com/kaddons/kaddons/controllers/channels"
@@ -41,6 +42,7 @@ var (
 func init() {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(addonsv1alpha1.AddToScheme(scheme))
+	utilruntime.Must(configv1alpha1.AddToScheme(scheme))
 }
 
 // flags holds the command line. Names follow the kubebuilder scaffold where it has one.
@@ -110,7 +112,13 @@ func main() {
 		logLevel = string(cfg.Runtime.LogLevel)
 	}
 
-	if err := run(f, cfg, logLevel); err != nil {
+	// The OperatorConfig's log level applies unless --zap-log-level was given.
+	setLevel := func(l config.LogLevel) {
+		if !set["zap-log-level"] {
+			level.SetLevel(zapLevel(l))
+		}
+	}
+	if err := run(f, cfg, logLevel, setLevel); err != nil {
 		setupLog.Error(err, "Manager stopped with an error")
 		os.Exit(1)
 	}
@@ -220,7 +228,7 @@ func zapLevel(level config.LogLevel) zapcore.Level {
 }
 
 // run builds the manager, registers the add-on controllers and blocks until it stops.
-func run(f flags, cfg *config.Configuration, logLevel string) error {
+func run(f flags, cfg *config.Configuration, logLevel string, setLevel func(config.LogLevel)) error {
 	dir, err := channelsDir(cfg.Channels)
 	if err != nil {
 		return err
@@ -270,16 +278,19 @@ func run(f flags, cfg *config.Configuration, logLevel string) error {
 	source := channels.NewSource(dir, cfg.Runtime.DefaultChannel)
 	opts := engine.Options{Source: source, MaxConcurrentReconciles: int(m.Concurrency.Default),
 		ConcurrencyPerKind: map[string]int{},
-		Settings: engine.NewSettingsStore(engine.Settings{
-			RegistryMirror: cfg.Runtime.RegistryMirror,
-			PausedKinds:    cfg.Runtime.PausedKinds,
-			ResyncInterval: cfg.Runtime.ResyncInterval,
-		})}
+		// The operatorconfig controller puts the file's runtime settings in force, then
+		// those of the OperatorConfig resource.
+		Settings: engine.NewSettingsStore(engine.Settings{})}
 	for kind, n := range m.Concurrency.PerKind {
 		opts.ConcurrencyPerKind[kind] = int(n)
 	}
 	if err := controllers.SetupWithManager(mgr, opts); err != nil {
 		return err
+	}
+	live := &controllers.OperatorConfigReconciler{Client: mgr.GetClient(), File: cfg.Runtime, Settings: opts.Settings,
+		Source: source, Kinds: addonKinds(), SetLogLevel: setLevel}
+	if err := live.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the operatorconfig controller: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("adding the health check: %w", err)

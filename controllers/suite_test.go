@@ -24,9 +24,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	configv1alpha1 "github.com/kaddons/kaddons/api/config/v1alpha1"
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/controllers/channels"
 	"github.com/kaddons/kaddons/controllers/engine"
+	"github.com/kaddons/kaddons/internal/config"
 )
 
 // The suite runs every test against one real kube-apiserver and etcd (envtest, from the
@@ -44,11 +46,14 @@ var (
 	// settings are the operator-wide settings the suite's manager runs with; a test that
 	// changes them restores them.
 	settings = engine.NewSettingsStore(engine.Settings{})
+	// fileSettings stand for the configuration file's runtime settings.
+	fileSettings = config.Runtime{DefaultChannel: channels.DefaultChannel, LogLevel: config.LogLevelInfo}
 )
 
 func init() {
 	utilruntime.Must(clientgoscheme.AddToScheme(testScheme))
 	utilruntime.Must(addonsv1alpha1.AddToScheme(testScheme))
+	utilruntime.Must(configv1alpha1.AddToScheme(testScheme))
 }
 
 func TestMain(m *testing.M) {
@@ -112,6 +117,7 @@ func runSuite(m *testing.M) int {
 	for src, dst := range map[string]string{
 		filepath.Join("..", "channels"):       channelsDir,
 		filepath.Join("testdata", "packages"): filepath.Join(channelsDir, "packages"),
+		filepath.Join("testdata", "channels"): channelsDir,
 	} {
 		if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
 			fmt.Fprintf(os.Stderr, "copying %s: %v\n", src, err)
@@ -121,6 +127,12 @@ func runSuite(m *testing.M) int {
 	source = channels.NewSource(channelsDir, channels.DefaultChannel)
 	if err := SetupWithManager(testMgr, engine.Options{Source: source, Settings: settings}); err != nil {
 		fmt.Fprintf(os.Stderr, "setting up controllers: %v\n", err)
+		return 1
+	}
+	live := &OperatorConfigReconciler{Client: testMgr.GetClient(), File: fileSettings, Settings: settings,
+		Source: source, Kinds: []string{"CoreDNS", "MetricsServer", "Dashboard", "NodeLocalDNS"}}
+	if err := live.SetupWithManager(testMgr); err != nil {
+		fmt.Fprintf(os.Stderr, "setting up the operatorconfig controller: %v\n", err)
 		return 1
 	}
 

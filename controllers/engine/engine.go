@@ -40,6 +40,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative"
 	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative/pkg/manifest"
 
@@ -180,6 +181,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		child := &unstructured.Unstructured{}
 		child.SetGroupVersionKind(gvk)
 		b = b.Watches(child, handler.EnqueueRequestsFromMapFunc(r.mapChild))
+	}
+	if r.opts.Settings != nil {
+		// A change of the operator's settings (OperatorConfig) reconciles every add-on.
+		b = b.WatchesRawSource(source.Channel(r.opts.Settings.subscribe(), handler.EnqueueRequestsFromMapFunc(r.mapAll)))
 	}
 	for _, kind := range r.opts.AddonKinds {
 		gvk, err := apiutil.GVKForObject(kind, mgr.GetScheme())
@@ -333,7 +338,11 @@ func (r *Reconciler) phases() []phase {
 // resolve picks the package version. A bad version or channel is terminal: it is
 // reported and not retried until the spec changes.
 func (r *Reconciler) resolve(_ context.Context, st *reconcileState) (bool, error) {
-	resolved, err := r.source.Resolve(st.addon.ComponentName(), st.addon.CommonSpec())
+	spec := st.addon.CommonSpec()
+	if spec.Version == "" && spec.Channel == "" {
+		spec.Channel = st.settings.DefaultChannel
+	}
+	resolved, err := r.source.Resolve(st.addon.ComponentName(), spec)
 	if err != nil {
 		markStalled(st.addon.GetAddonStatus(), st.addon.GetGeneration(), channels.ReasonOf(err), err.Error())
 		return true, reconcile.TerminalError(err)

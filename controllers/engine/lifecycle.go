@@ -166,9 +166,19 @@ func (r *Reconciler) mapDependents(kind string) handler.MapFunc {
 	}
 }
 
-// dependentsOf lists the add-ons of this controller's kind whose dependsOn names o, or
-// that follow o (Definition.Follows).
-func (r *Reconciler) dependentsOf(ctx context.Context, kind string, o client.Object) []reconcile.Request {
+// mapAll lists every add-on of this controller's kind, from the cache.
+func (r *Reconciler) mapAll(ctx context.Context, _ client.Object) []reconcile.Request {
+	addons := r.listAddons(ctx)
+	requests := make([]reconcile.Request, 0, len(addons))
+	for _, a := range addons {
+		requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(a)})
+	}
+	return requests
+}
+
+// listAddons lists every add-on of this controller's kind from the cache (nil on error:
+// it serves event mapping, which cannot report one).
+func (r *Reconciler) listAddons(ctx context.Context) []addonsv1alpha1.Addon {
 	obj, err := r.scheme.New(r.gvk.GroupVersion().WithKind(r.gvk.Kind + "List"))
 	if err != nil {
 		return nil
@@ -181,13 +191,21 @@ func (r *Reconciler) dependentsOf(ctx context.Context, kind string, o client.Obj
 	if err != nil {
 		return nil
 	}
+	addons := make([]addonsv1alpha1.Addon, 0, len(items))
+	for _, item := range items {
+		if a, ok := item.(addonsv1alpha1.Addon); ok {
+			addons = append(addons, a)
+		}
+	}
+	return addons
+}
+
+// dependentsOf lists the add-ons of this controller's kind whose dependsOn names o, or
+// that follow o (Definition.Follows).
+func (r *Reconciler) dependentsOf(ctx context.Context, kind string, o client.Object) []reconcile.Request {
 	target := addonKey{kind: kind, namespace: o.GetNamespace(), name: o.GetName()}
 	var requests []reconcile.Request
-	for _, item := range items {
-		a, ok := item.(addonsv1alpha1.Addon)
-		if !ok {
-			continue
-		}
+	for _, a := range r.listAddons(ctx) {
 		if slices.ContainsFunc(a.GetAddonSpec().DependsOn, func(dep addonsv1alpha1.AddonReference) bool {
 			return r.dependencyKey(a, dep) == target
 		}) || r.follows(a, target) {

@@ -3,10 +3,15 @@ package engine
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative"
@@ -16,6 +21,9 @@ import (
 // Settings are the operator-wide settings every add-on reconcile reads: the part of the
 // operator's configuration that may change while it runs.
 type Settings struct {
+	// DefaultChannel is the channel of add-ons that name neither a version nor a channel.
+	// Empty leaves it to the channels Source's own default.
+	DefaultChannel string
 	// RegistryMirror replaces the registry of every rendered image, for example
 	// "mirror.example.com/k8s": registry.k8s.io/coredns/coredns:v1.12.1 becomes
 	// mirror.example.com/k8s/coredns/coredns:v1.12.1. Empty leaves images alone.
@@ -31,6 +39,9 @@ type Settings struct {
 // change never applies half-way through a reconcile.
 type SettingsStore struct {
 	current atomic.Pointer[Settings]
+
+	mu          sync.Mutex
+	subscribers []chan event.GenericEvent
 }
 
 // NewSettingsStore returns a store holding s.
@@ -51,10 +62,33 @@ func (s *SettingsStore) Load() Settings {
 	return Settings{}
 }
 
-// Store replaces the settings.
+// Store replaces the settings. When they changed, every subscriber (each add-on
+// controller) is told, so that every add-on is reconciled with the new settings.
 func (s *SettingsStore) Store(settings Settings) {
 	settings.PausedKinds = slices.Clone(settings.PausedKinds)
-	s.current.Store(&settings)
+	previous := s.current.Swap(&settings)
+	if previous != nil && reflect.DeepEqual(*previous, settings) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ch := range s.subscribers {
+		// A pending notification already covers this change: the add-ons are listed
+		// when it is handled.
+		select {
+		case ch <- event.GenericEvent{Object: &metav1.PartialObjectMetadata{}}:
+		default:
+		}
+	}
+}
+
+// subscribe returns a channel that receives an event after the settings change.
+func (s *SettingsStore) subscribe() <-chan event.GenericEvent {
+	ch := make(chan event.GenericEvent, 1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.subscribers = append(s.subscribers, ch)
+	return ch
 }
 
 // kindPaused reports whether the settings pause kind.

@@ -1,0 +1,133 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Condition type and reasons of an AddonPolicy. They sit next to the type because the
+// add-on conditions in api/v1alpha1 belong to another API group.
+const (
+	// AddonPolicyConditionReady is True when every rule of the policy is valid, so every
+	// rule takes part in evaluation.
+	AddonPolicyConditionReady = "Ready"
+	// AddonPolicyReasonValid means every rule's namespace selector and version constraint
+	// is valid.
+	AddonPolicyReasonValid = "Valid"
+	// AddonPolicyReasonInvalidRule means at least one rule has a namespace selector or a
+	// version constraint that cannot be parsed. Such a rule never permits anything; the
+	// other rules of the policy still apply.
+	AddonPolicyReasonInvalidRule = "InvalidRule"
+)
+
+// AddonPolicySpec is the set of rules through which a cluster admin delegates add-ons to
+// namespaces.
+type AddonPolicySpec struct {
+	// rules are evaluated in order. An add-on is permitted when at least one rule of any
+	// AddonPolicy applies to it (its namespaceSelector matches the add-on's namespace and
+	// its kinds include the add-on's kind) and allows its channel, version and patches.
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +required
+	Rules []AddonPolicyRule `json:"rules"`
+}
+
+// AddonPolicyRule says which add-ons the namespaces it selects may run.
+type AddonPolicyRule struct {
+	// name identifies the rule in the messages of the add-ons it permits or denies. Without
+	// it the rule is called rules[<index>].
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Name string `json:"name,omitempty"`
+
+	// namespaceSelector selects, by their labels, the namespaces the rule applies to.
+	// Every namespace carries the label kubernetes.io/metadata.name=<name>, so one
+	// namespace can be selected by name. {} selects every namespace.
+	// +required
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector"`
+
+	// kinds lists the add-on kinds the rule applies to, such as CoreDNS or MetricsServer.
+	// Empty means every kind.
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[A-Z][A-Za-z0-9]*$`
+	// +optional
+	Kinds []string `json:"kinds,omitempty"`
+
+	// channels lists the channels the add-ons may ask for in spec.channel (or get from the
+	// operator's default channel when they set neither spec.version nor spec.channel).
+	// Empty means any channel. A rule that lists channels does not allow an add-on that
+	// pins spec.version without a channel.
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=63
+	// +optional
+	Channels []string `json:"channels,omitempty"`
+
+	// versions is a semantic version constraint that the add-on's package version must
+	// satisfy, such as ">=1.11.0, <1.13.0" (comma means and, || means or; ~ and ^ ranges
+	// are understood). A constraint without a pre-release part does not match pre-release
+	// versions. Empty means any version. A constraint that cannot be parsed makes the rule
+	// invalid: it then permits nothing and the policy's Ready condition says why.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	Versions string `json:"versions,omitempty"`
+
+	// allowPatches says whether the add-ons may set spec.patches. Unset means true.
+	// +kubebuilder:default=true
+	// +optional
+	AllowPatches *bool `json:"allowPatches,omitempty"`
+}
+
+// AddonPolicyStatus is the observed state of an AddonPolicy.
+type AddonPolicyStatus struct {
+	// observedGeneration is the metadata.generation that the conditions describe.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions describe the policy's state. Ready is False with reason InvalidRule when
+	// a rule's namespaceSelector or versions cannot be parsed; its message names the rule.
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// AddonPolicy delegates add-ons to namespaces: it says which add-on kinds the namespaces
+// it selects may run, from which channels, at which versions, and with or without patches.
+// Only the policies in the operator's own namespace (kaddons-system) count; policies in
+// other namespaces are ignored, so a tenant cannot grant itself anything. With no
+// AddonPolicy at all every add-on is permitted.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Namespaced,path=addonpolicies,singular=addonpolicy,shortName=apol,categories=kaddons
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type AddonPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec holds the policy's rules.
+	// +required
+	Spec AddonPolicySpec `json:"spec"`
+	// status is the observed state of the policy.
+	// +optional
+	Status AddonPolicyStatus `json:"status,omitempty"`
+}
+
+// AddonPolicyList is a list of AddonPolicy.
+// +kubebuilder:object:root=true
+type AddonPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []AddonPolicy `json:"items"`
+}
+
+func init() {
+	register(&AddonPolicy{}, &AddonPolicyList{})
+}
