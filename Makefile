@@ -179,3 +179,17 @@ demo-down: ## Stop the demo's operator and local cluster and delete their state.
 test-e2e: ## Run the end-to-end suite against a local cluster of its own (test/e2e).
 	hack/toolchain.sh build
 	go test -tags e2e ./test/e2e/... -count=1 -timeout 30m -v
+
+##@ Benchmarks
+
+## Sizes and unrelated objects `make bench` measures; BENCH_FLAGS passes more flags (see `go run ./test/bench -h`).
+BENCH_SIZES ?= 1,50,200,500
+BENCH_UNRELATED ?= 5000
+BENCH_FLAGS ?=
+
+.PHONY: bench
+bench: $(LOCALBIN) ## Measure kaddons against stock KDP on a real kube-apiserver and etcd; writes docs/performance.md (about 30 minutes).
+	hack/toolchain.sh build etcd kube-apiserver
+	go build -o $(LOCALBIN)/bench ./test/bench
+	KUBEBUILDER_ASSETS="$$(hack/toolchain.sh dir)" $(LOCALBIN)/bench -repo . -n $(BENCH_SIZES) -unrelated $(BENCH_UNRELATED) \
+		-out docs/performance.md $(BENCH_FLAGS)

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+)
+
+// results is everything one bench run measured.
+type results struct {
+	started  time.Time
+	duration time.Duration
+	machine  machine
+	versions versions
+	options  options
+	render   []renderResult
+	runs     []run
+	// failures lists the runs that did not complete.
+	failures []string
+}
+
+// runBench measures every implementation at every size and writes the report.
+func runBench(ctx context.Context, o options) error {
+	ctrl.SetLogger(zap.New(zap.Level(zapcore.ErrorLevel)))
+	repo, err := repoRoot(o.repo)
+	if err != nil {
+		return err
+	}
+	o.repo = repo
+	work, err := os.MkdirTemp("", "kaddons-bench-")
+	if err != nil {
+		return fmt.Errorf("creating the work directory: %w", err)
+	}
+	if o.keep {
+		fmt.Printf("bench: keeping operator logs and kubeconfigs in %s\n", work)
+	} else {
+		defer func() { _ = os.RemoveAll(work) }()
+	}
+	if o.manager == "" {
+		if o.manager, err = buildManager(ctx, repo, work); err != nil {
+			return err
+		}
+	}
+
+	res := &results{started: time.Now(), options: o, machine: readMachine(), versions: readVersions(ctx, repo)}
+	if !o.skipRender {
+		if res.render, err = runRender(ctx, o, work); err != nil {
+			return err
+		}
+	}
+	for _, n := range o.sizes {
+		for _, name := range o.impls {
+			im, _ := implByName(name)
+			res.measure(ctx, o, im, n, 0, true, work)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+	}
+	if o.unrelated > 0 && slices.Contains(o.impls, implKaddons) {
+		im, _ := implByName(implKaddons)
+		res.measure(ctx, o, im, slices.Max(o.sizes), o.unrelated, false, work)
+	}
+	res.duration = time.Since(res.started)
+	return res.write(o)
+}
+
+// measure performs one run and records it, or its failure.
+func (res *results) measure(ctx context.Context, o options, im impl, n, unrelated int, full bool, work string) {
+	fmt.Printf("bench: %s, N=%d, %d unrelated objects\n", im.label, n, unrelated)
+	started := time.Now()
+	r, err := measure(ctx, o, im, n, unrelated, full, work)
+	if err != nil {
+		msg := fmt.Sprintf("%s at N=%d (%d unrelated objects): %v", im.label, n, unrelated, err)
+		fmt.Printf("    FAILED: %v\n", err)
+		res.failures = append(res.failures, msg)
+		if r.create.wall == 0 {
+			return
+		}
+	}
+	fmt.Printf("    %s (run took %s)\n", summary(r), time.Since(started).Round(time.Second))
+	res.runs = append(res.runs, r)
+}
+
+// summary is the one-line progress report of a run.
+func summary(r run) string {
+	s := fmt.Sprintf("applied in %s (created in %s), %.1f requests/add-on (%s), RSS %s",
+		r.create.wall.Round(time.Millisecond), r.create.created.Round(time.Millisecond),
+		perAddon(r.createCounts.requests(), r.n), r.createCounts, mib(r.mem.rss))
+	if r.full {
+		s += fmt.Sprintf("; no-op: %d requests, %.0f etcd writes; restart: %d reconcile requests; drift: %d writes",
+			r.touch.counts.requests(), r.touch.server.etcdWrites, r.restart.reconcileRequests(), len(r.drift.writes))
+	}
+	return s
+}
+
+// runRender runs the render micro-benchmarks on a control plane of their own.
+func runRender(ctx context.Context, o options, work string) ([]renderResult, error) {
+	fmt.Println("bench: render micro-benchmarks")
+	c, err := startCluster(o.repo)
+	if err != nil {
+		return nil, err
+	}
+	r, err := renderBenchmarks(ctx, c, o.repo, work)
+	return r, errors.Join(err, c.stop())
+}
+
+// repoRoot resolves dir and checks that it is the kaddons repository.
+func repoRoot(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	data, err := os.ReadFile(filepath.Join(abs, "go.mod"))
+	if err != nil || !strings.HasPrefix(string(data), "module github.com/kaddons/kaddons\n") {
+		return "", fmt.Errorf("-repo %s is not the kaddons repository (no go.mod for github.com/kaddons/kaddons)", abs)
+	}
+	return abs, nil
+}
+
+// buildManager builds the kaddons manager from repo the way the Dockerfile does.
+func buildManager(ctx context.Context, repo, work string) (string, error) {
+	out := filepath.Join(work, "manager")
+	fmt.Println("bench: building the kaddons manager")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, ".")
+	cmd.Dir = repo
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("building the manager: %w", err)
+	}
+	return out, nil
+}
+
+// machine describes the host.
+type machine struct {
+	CPU    string
+	Cores  int
+	Memory string
+	Kernel string
+}
+
+// readMachine describes the host from /proc.
+func readMachine() machine {
+	m := machine{CPU: unknown, Cores: runtime.NumCPU(), Memory: unknown, Kernel: unknown}
+	if v := procField("/proc/cpuinfo", "model name"); v != "" {
+		m.CPU = v
+	}
+	if v := procField("/proc/meminfo", "MemTotal"); v != "" {
+		var kb int64
+		if _, err := fmt.Sscanf(v, "%d kB", &kb); err == nil {
+			m.Memory = fmt.Sprintf("%.1f GiB", float64(kb)/(1<<20))
+		}
+	}
+	if data, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(data))
+	}
+	return m
+}
+
+// procField returns the value of the first "key: value" line of a /proc file.
+func procField(path, key string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer func() { _ = f.Close() }()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if ok && strings.TrimSpace(k) == key {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// versions are the versions of everything measured.
+type versions struct {
+	GoVersion, KubeAPIServer, Etcd, KDP, ControllerRuntime, ClientGo, Kaddons string
+}
+
+// readVersions asks the binaries, the build information and git for their versions.
+func readVersions(ctx context.Context, repo string) versions {
+	v := versions{GoVersion: runtime.Version()}
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	v.KubeAPIServer = firstLine(ctx, "", filepath.Join(assets, "kube-apiserver"), "--version")
+	v.Etcd = firstLine(ctx, "", filepath.Join(assets, "etcd"), "--version")
+	v.Kaddons = firstLine(ctx, repo, "git", "describe", "--always", "--dirty")
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range info.Deps {
+			switch d.Path {
+			case "sigs.k8s.io/kubebuilder-declarative-pattern":
+				v.KDP = d.Version
+			case "sigs.k8s.io/controller-runtime":
+				v.ControllerRuntime = d.Version
+			case "k8s.io/client-go":
+				v.ClientGo = d.Version
+			}
+		}
+	}
+	return v
+}
+
+// unknown stands for a fact about the machine or a version that could not be read.
+const unknown = "unknown"
+
+// firstLine runs a command and returns the first line of its output, or unknown.
+func firstLine(ctx context.Context, dir, name string, args ...string) string {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		return unknown
+	}
+	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	return line
+}

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	benchv1alpha1 "github.com/kaddons/kaddons/test/bench/api/v1alpha1"
+)
+
+// impl is one operator under test.
+type impl struct {
+	// name is the -impl name; label is how the report names it.
+	name, label string
+	// gvr and kind are the add-on resource the operator reconciles.
+	gvr  schema.GroupVersionResource
+	kind string
+	// controller is the controller's name in controller_runtime_reconcile_total.
+	controller string
+	// command returns the operator's command line, given the bench's paths.
+	command func(p procPaths) (string, []string)
+	// applied reports whether an add-on reports the applied version for its generation.
+	applied func(u *unstructured.Unstructured) bool
+}
+
+// procPaths are what an operator process needs from the bench.
+type procPaths struct {
+	repo, manager, metricsAddr string
+	stockConcurrency           int
+	// kaddonsFlags are extra flags for the kaddons manager.
+	kaddonsFlags []string
+}
+
+// coreDNS is the add-on's component name, and the name of its Deployment and of
+// kaddons' controller for it.
+const coreDNS = "coredns"
+
+const (
+	implKaddons       = "kaddons"
+	implStockDirect   = "stock-direct"
+	implStockApplySet = "stock-applyset"
+)
+
+// impls lists the implementations in report order.
+var impls = []impl{
+	{
+		name:       implKaddons,
+		label:      "kaddons",
+		gvr:        addonsv1alpha1.GroupVersion.WithResource("coredns"),
+		kind:       "CoreDNS",
+		controller: coreDNS,
+		command: func(p procPaths) (string, []string) {
+			args := append([]string{
+				"--channels", filepath.Join(p.repo, "channels"),
+				"--metrics-bind-address", p.metricsAddr, "--metrics-secure=false",
+				"--health-probe-bind-address=0",
+			}, p.kaddonsFlags...)
+			return p.manager, args
+		},
+		applied: kaddonsApplied,
+	},
+	stockImpl(implStockDirect, "stock KDP, DirectApplier", "direct"),
+	stockImpl(implStockApplySet, "stock KDP, ApplySet applier", "applyset"),
+}
+
+// stockImpl describes the stock reconciler run with one of KDP's appliers.
+func stockImpl(name, label, applier string) impl {
+	return impl{
+		name:       name,
+		label:      label,
+		gvr:        benchv1alpha1.GroupVersion.WithResource("stockcoredns"),
+		kind:       "StockCoreDNS",
+		controller: "stockcoredns",
+		command: func(p procPaths) (string, []string) {
+			self, err := os.Executable()
+			if err != nil {
+				self = os.Args[0]
+			}
+			return self, []string{
+				"-role=stock", "-applier=" + applier,
+				"-channels-dir=" + filepath.Join(p.repo, "channels"),
+				"-metrics-addr=" + p.metricsAddr,
+				"-concurrency=" + strconv.Itoa(p.stockConcurrency),
+			}
+		},
+		applied: stockApplied,
+	}
+}
+
+// implNames lists the -impl names.
+func implNames() []string {
+	names := make([]string, 0, len(impls))
+	for _, i := range impls {
+		names = append(names, i.name)
+	}
+	return names
+}
+
+// implByName returns the implementation called name.
+func implByName(name string) (impl, bool) {
+	for _, i := range impls {
+		if i.name == name {
+			return i, true
+		}
+	}
+	return impl{}, false
+}
+
+// kaddonsApplied: status.appliedVersion is set and status.observedGeneration is the
+// current generation.
+func kaddonsApplied(u *unstructured.Unstructured) bool {
+	version, _, _ := unstructured.NestedString(u.Object, "status", "appliedVersion")
+	observed, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
+	return version != "" && observed == u.GetGeneration()
+}
+
+// stockApplied is KDP's equivalent: KDP writes status.observedGeneration after every
+// reconcile, and a phase computed from the children only when the apply succeeded
+// (otherwise "Applying", "InternalError" or "VersionMismatch").
+func stockApplied(u *unstructured.Unstructured) bool {
+	observed, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
+	phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
+	switch phase {
+	case "", "Applying", "InternalError", "VersionMismatch":
+		return false
+	}
+	return observed == u.GetGeneration()
+}
+
+// newAddon returns add-on number i of kind, in its own namespace, with the default
+// channel's version.
+func (im impl) newAddon(namespace, name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(im.gvr.GroupVersion().WithKind(im.kind))
+	u.SetNamespace(namespace)
+	u.SetName(name)
+	u.Object["spec"] = map[string]any{}
+	return u
+}
+
+// resourcePath is the API path of the add-on collection across namespaces, which the
+// operator watches once its caches start.
+func (im impl) resourcePath() string {
+	return fmt.Sprintf("/apis/%s/%s/%s", im.gvr.Group, im.gvr.Version, im.gvr.Resource)
+}

@@ -1,0 +1,218 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// operator is one running operator process.
+type operator struct {
+	impl        impl
+	cmd         *exec.Cmd
+	metricsAddr string
+	logPath     string
+	// exited is closed when the process has exited; waitErr is then its exit status.
+	exited  chan struct{}
+	waitErr error
+}
+
+// writeKubeconfig writes a kubeconfig that points at the proxy, without credentials:
+// the proxy adds them.
+func writeKubeconfig(path, server string) error {
+	cfg := clientcmdapi.NewConfig()
+	const name = "bench-proxy"
+	cfg.Clusters[name] = &clientcmdapi.Cluster{Server: server}
+	cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{}
+	cfg.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
+	cfg.CurrentContext = name
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		return fmt.Errorf("writing kubeconfig %s: %w", path, err)
+	}
+	return nil
+}
+
+// freeLoopbackAddr returns a 127.0.0.1 address with a port that is free right now.
+func freeLoopbackAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("finding a free port: %w", err)
+	}
+	addr := ln.Addr().String()
+	return addr, ln.Close()
+}
+
+// startOperator starts im's process with kubeconfig, logging to a file in dir.
+func startOperator(im impl, paths procPaths, kubeconfig, dir, logName string) (*operator, error) {
+	addr, err := freeLoopbackAddr()
+	if err != nil {
+		return nil, err
+	}
+	paths.metricsAddr = addr
+	bin, args := im.command(paths)
+	logPath := filepath.Join(dir, logName+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, fmt.Errorf("creating the operator log: %w", err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return nil, fmt.Errorf("starting %s: %w", bin, err)
+	}
+	op := &operator{impl: im, cmd: cmd, metricsAddr: addr, logPath: logPath, exited: make(chan struct{})}
+	go func() {
+		op.waitErr = cmd.Wait()
+		_ = logFile.Close()
+		close(op.exited)
+	}()
+	return op, nil
+}
+
+// stop asks the operator to shut down and kills it if it does not within 30 seconds.
+func (o *operator) stop() error {
+	if err := o.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("stopping the operator: %w", err)
+	}
+	select {
+	case <-o.exited:
+		return nil
+	case <-time.After(30 * time.Second):
+		_ = o.cmd.Process.Kill()
+		<-o.exited
+		return fmt.Errorf("the operator did not stop within 30s and was killed (log: %s)", o.logPath)
+	}
+}
+
+// alive returns an error when the process has exited.
+func (o *operator) alive() error {
+	select {
+	case <-o.exited:
+		return fmt.Errorf("the %s operator exited (%v); see %s", o.impl.name, o.waitErr, o.logPath)
+	default:
+		return nil
+	}
+}
+
+// memory is the operator's resident memory.
+type memory struct {
+	// rss and peak are VmRSS and VmHWM, in bytes.
+	rss, peak int64
+}
+
+// memory reads the operator's resident set from /proc.
+func (o *operator) memory() (memory, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", o.cmd.Process.Pid))
+	if err != nil {
+		return memory{}, fmt.Errorf("reading the operator's memory: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	var m memory
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseInt(fields[1], 10, 64)
+		switch fields[0] {
+		case "VmRSS:":
+			m.rss = kb << 10
+		case "VmHWM:":
+			m.peak = kb << 10
+		}
+	}
+	return m, sc.Err()
+}
+
+// operatorMetrics are read from the operator's own metrics endpoint.
+type operatorMetrics struct {
+	// reconciles counts finished reconciles of the add-on controller.
+	reconciles float64
+	goroutines float64
+	// heap is the Go heap in use, in bytes: RSS without the binary and the runtime's slack.
+	heap float64
+}
+
+// metrics scrapes the operator's metrics endpoint.
+func (o *operator) metrics(ctx context.Context) (operatorMetrics, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+o.metricsAddr+"/metrics", nil)
+	if err != nil {
+		return operatorMetrics{}, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return operatorMetrics{}, fmt.Errorf("reading the operator's metrics: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	ss, err := parseSamples(resp.Body, "controller_runtime_reconcile_total", "go_goroutines", "go_memstats_heap_inuse_bytes")
+	if err != nil {
+		return operatorMetrics{}, err
+	}
+	return operatorMetrics{
+		reconciles: ss.sum("controller_runtime_reconcile_total", func(l map[string]string) bool {
+			return l["controller"] == o.impl.controller
+		}),
+		goroutines: ss.sum("go_goroutines", nil),
+		heap:       ss.sum("go_memstats_heap_inuse_bytes", nil),
+	}, nil
+}
+
+// waitReady waits until the operator serves metrics and has opened its watch on the
+// add-on kind, then until it goes quiet: its caches are synced and it is idle.
+func (o *operator) waitReady(ctx context.Context, p *countingProxy, quiet time.Duration) error {
+	for {
+		if err := o.alive(); err != nil {
+			return err
+		}
+		if _, err := o.metrics(ctx); err == nil && p.watching(o.impl.resourcePath()) {
+			return p.waitQuiet(ctx, quiet)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the %s operator to start (log: %s): %w", o.impl.name, o.logPath, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// waitReconciles waits until the operator has finished at least want reconciles of its
+// add-on controller, and has then gone quiet.
+func (o *operator) waitReconciles(ctx context.Context, p *countingProxy, want float64, quiet time.Duration) (float64, error) {
+	for {
+		if err := o.alive(); err != nil {
+			return 0, err
+		}
+		m, err := o.metrics(ctx)
+		if err == nil && m.reconciles >= want {
+			if err := p.waitQuiet(ctx, quiet); err != nil {
+				return 0, err
+			}
+			m, err = o.metrics(ctx)
+			return m.reconciles, err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("waiting for %v reconciles (log: %s): %w", want, o.logPath, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,346 @@
+package main
+
+import (
+	"bytes"
+	_ "embed"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/template"
+	"time"
+)
+
+// reportTemplate is the text of docs/performance.md; the hand-written prose lives there
+// so that every run regenerates the whole page.
+//
+//go:embed report.md.tmpl
+var reportTemplate string
+
+// Targets of issue 7.
+const (
+	targetSpeedN         = 200
+	targetDirectSpeedup  = 4.0
+	targetApplySetFactor = 2.0
+	targetScaleN         = 500
+	targetScaleWall      = 15 * time.Second
+	targetRSS            = 120 << 20
+	targetUnrelatedDrift = 0.10
+)
+
+// Column headings used by several tables.
+const (
+	colOperator   = "Operator"
+	colReconciles = "Reconciles"
+	colEtcdWrites = "etcd writes"
+	colWritten    = "What was written (Events apart)"
+)
+
+// reportData is what the template renders.
+type reportData struct {
+	Date, Duration, Command string
+	Machine                 machine
+	Versions                versions
+	Sizes                   string
+	Unrelated               int
+	StockConcurrency        int
+	Targets                 []string
+	Create, NoOp, Restart   [][]string
+	Drift, Memory, Render   [][]string
+	Failures                []string
+}
+
+// write renders the report and writes it to -out, or prints it when -out is empty.
+func (res *results) write(o options) error {
+	targets := res.targets()
+	fmt.Println()
+	for _, t := range targets {
+		fmt.Println(t)
+	}
+	var buf bytes.Buffer
+	tmpl, err := template.New("report").Funcs(template.FuncMap{"table": markdownTable}).Parse(reportTemplate)
+	if err != nil {
+		return fmt.Errorf("parsing the report template: %w", err)
+	}
+	if err := tmpl.Execute(&buf, res.data(targets)); err != nil {
+		return fmt.Errorf("rendering the report: %w", err)
+	}
+	if o.out == "" {
+		fmt.Print(buf.String())
+		return nil
+	}
+	path := o.out
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(o.repo, path)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("writing the report: %w", err)
+	}
+	fmt.Printf("bench: wrote %s\n", path)
+	return nil
+}
+
+// data fills the template's tables.
+func (res *results) data(targets []string) reportData {
+	d := reportData{
+		Date:             res.started.UTC().Format("2006-01-02 15:04 MST"),
+		Duration:         res.duration.Round(time.Second).String(),
+		Command:          commandLine(res.options),
+		Machine:          res.machine,
+		Versions:         res.versions,
+		Sizes:            joinInts(res.options.sizes),
+		Unrelated:        res.options.unrelated,
+		StockConcurrency: res.options.stockConcurrency,
+		Targets:          targets,
+		Failures:         res.failures,
+	}
+	d.Create = [][]string{{colOperator, "N", "Applied after", "Created after", "Per add-on p50 / p99", "Requests / add-on",
+		"Writes / add-on (events)", "API server: requests / writes per add-on", "etcd writes / add-on"}}
+	d.NoOp = [][]string{{colOperator, "N", colReconciles, "Requests", "Writes", "Requests / reconcile", colEtcdWrites, colWritten}}
+	d.Restart = [][]string{{colOperator, "N", colReconciles, "Discovery + lists", "Watches",
+		"Reconcile requests", "Writes", "Reconcile requests / add-on", colEtcdWrites, colWritten}}
+	d.Drift = [][]string{{colOperator, "N", "Corrected after", "Requests", "Writes (Events apart)", "Event writes", colEtcdWrites, colWritten}}
+	d.Memory = [][]string{{colOperator, "N", "Unrelated objects", "RSS", "Peak RSS", "Go heap in use", "Goroutines", "Watch streams"}}
+	for _, r := range res.runs {
+		res.addRows(&d, r)
+	}
+	d.Render = [][]string{{"Render path", "ns/op", "allocs/op", "B/op"}}
+	for _, r := range res.render {
+		d.Render = append(d.Render, []string{r.name, fmt.Sprint(r.nsPerOp), fmt.Sprint(r.allocsPerOp), fmt.Sprint(r.bytesPerOp)})
+	}
+	return d
+}
+
+// addRows adds one run's rows to the tables.
+func (res *results) addRows(d *reportData, r run) {
+	n := fmt.Sprint(r.n)
+	d.Memory = append(d.Memory, []string{r.impl.label, n, fmt.Sprint(r.unrelated), mib(r.mem.rss), mib(r.mem.peak),
+		mib(int64(r.heap)), fmt.Sprintf("%.0f", r.goroutines), fmt.Sprint(r.watches)})
+	if r.unrelated > 0 {
+		return
+	}
+	c := r.createCounts
+	d.Create = append(d.Create, []string{r.impl.label, n, r.create.wall.Round(time.Millisecond).String(),
+		r.create.created.Round(time.Millisecond).String(),
+		r.create.percentile(50).Round(time.Millisecond).String() + " / " + r.create.percentile(99).Round(time.Millisecond).String(),
+		fmt.Sprintf("%.1f", perAddon(c.requests(), r.n)),
+		fmt.Sprintf("%.1f (%.1f)", perAddon(c.writes(), r.n), perAddon(c.eventWrites, r.n)),
+		fmt.Sprintf("%.1f / %.1f", r.createServer.requests/float64(r.n), r.createServer.writes/float64(r.n)),
+		fmt.Sprintf("%.1f", r.createServer.etcdWrites/float64(r.n))})
+	if !r.full {
+		return
+	}
+	t := r.touch
+	d.NoOp = append(d.NoOp, []string{r.impl.label, n, fmt.Sprintf("%.0f", t.reconciles), fmt.Sprint(t.counts.requests()),
+		fmt.Sprint(t.counts.writes()), fmt.Sprintf("%.2f", ratio(float64(t.counts.requests()), t.reconciles)),
+		fmt.Sprintf("%.0f", t.server.etcdWrites), summarizeWrites(t.writes)})
+	s := r.restart
+	d.Restart = append(d.Restart, []string{r.impl.label, n, fmt.Sprintf("%.0f", s.reconciles),
+		fmt.Sprint(s.counts.byVerb[verbDiscovery] + s.counts.byVerb[verbList]), fmt.Sprint(s.counts.byVerb[verbWatch]),
+		fmt.Sprint(s.reconcileRequests()), fmt.Sprint(s.counts.writes()),
+		fmt.Sprintf("%.2f", perAddon(s.reconcileRequests(), r.n)), fmt.Sprintf("%.0f", s.server.etcdWrites), summarizeWrites(s.writes)})
+	dr := r.drift
+	d.Drift = append(d.Drift, []string{r.impl.label, n, dr.corrected.Round(time.Millisecond).String(),
+		fmt.Sprint(dr.counts.requests()), fmt.Sprint(dr.counts.objectWrites()), fmt.Sprint(dr.counts.eventWrites),
+		fmt.Sprintf("%.0f", dr.server.etcdWrites), summarizeWrites(dr.writes)})
+}
+
+// targets evaluates the targets of issue 7 as PASS or MISS lines.
+func (res *results) targets() []string {
+	out := make([]string, 0, 8)
+	out = append(out, res.noOpTargets()...)
+	out = append(out, res.speedTargets()...)
+	out = append(out, res.scaleTargets()...)
+	out = append(out, res.driftTarget())
+	return out
+}
+
+// verdict formats one target line.
+func verdict(pass bool, format string, args ...any) string {
+	if pass {
+		return "PASS " + fmt.Sprintf(format, args...)
+	}
+	return "MISS " + fmt.Sprintf(format, args...)
+}
+
+// fullRuns returns the complete runs of one implementation, by size.
+func (res *results) fullRuns(name string) []run {
+	var out []run
+	for _, r := range res.runs {
+		if r.impl.name == name && r.full {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// noOpTargets: a reconcile with unchanged inputs makes 0 requests and 0 etcd writes,
+// whether an annotation change or a restart triggered it.
+func (res *results) noOpTargets() []string {
+	runs := res.fullRuns(implKaddons)
+	if len(runs) == 0 {
+		return []string{"MISS no-op reconcile: kaddons was not measured"}
+	}
+	check := func(trigger string, pick func(r run) (int, float64)) string {
+		pass := true
+		parts := make([]string, 0, len(runs))
+		for _, r := range runs {
+			requests, etcd := pick(r)
+			pass = pass && requests == 0 && etcd <= 0
+			parts = append(parts, fmt.Sprintf("N=%d: %d requests, %.0f etcd writes", r.n, requests, etcd))
+		}
+		return verdict(pass, "no-op reconcile (%s): 0 requests and 0 etcd writes; %s", trigger, strings.Join(parts, "; "))
+	}
+	return []string{
+		check("annotation touched on every add-on", func(r run) (int, float64) {
+			return r.touch.counts.requests(), r.touch.server.etcdWrites
+		}),
+		check("manager restarted with every add-on in place; informer lists and watches excluded", func(r run) (int, float64) {
+			return r.restart.reconcileRequests(), r.restart.server.etcdWrites
+		}),
+	}
+}
+
+// find returns the run of impl at n with the given number of unrelated objects.
+func (res *results) find(name string, n, unrelated int) (run, bool) {
+	for _, r := range res.runs {
+		if r.impl.name == name && r.n == n && r.unrelated == unrelated {
+			return r, true
+		}
+	}
+	return run{}, false
+}
+
+// pickSize returns want when every named implementation ran at want, else the largest
+// size at which all did, with a note saying so; 0 when there is none.
+func (res *results) pickSize(want int, names ...string) (int, string) {
+	sizes := slices.Clone(res.options.sizes)
+	slices.Sort(sizes)
+	slices.Reverse(sizes)
+	sizes = append([]int{want}, sizes...)
+	for _, n := range sizes {
+		all := true
+		for _, name := range names {
+			if _, ok := res.find(name, n, 0); !ok {
+				all = false
+			}
+		}
+		if all {
+			if n == want {
+				return n, ""
+			}
+			return n, fmt.Sprintf(" [measured at N=%d: the target is for N=%d]", n, want)
+		}
+	}
+	return 0, ""
+}
+
+// speedTargets: kaddons applies N=200 at least 4x faster than stock DirectApplier and
+// 2x faster than stock ApplySet.
+func (res *results) speedTargets() []string {
+	out := make([]string, 0, 2)
+	for _, cmp := range []struct {
+		stock  string
+		factor float64
+	}{{implStockDirect, targetDirectSpeedup}, {implStockApplySet, targetApplySetFactor}} {
+		n, note := res.pickSize(targetSpeedN, implKaddons, cmp.stock)
+		stockImpl, _ := implByName(cmp.stock)
+		if n == 0 {
+			out = append(out, fmt.Sprintf("MISS N=%d applied %.0fx faster than %s: not measured", targetSpeedN, cmp.factor, stockImpl.label))
+			continue
+		}
+		k, _ := res.find(implKaddons, n, 0)
+		s, _ := res.find(cmp.stock, n, 0)
+		speedup := ratio(s.create.wall.Seconds(), k.create.wall.Seconds())
+		out = append(out, verdict(speedup >= cmp.factor, "N=%d applied at least %.0fx faster than %s: %.1fx (kaddons %s, stock %s)%s",
+			n, cmp.factor, stockImpl.label, speedup, k.create.wall.Round(time.Millisecond), s.create.wall.Round(time.Millisecond), note))
+	}
+	return out
+}
+
+// scaleTargets: N=500 applied within 15 s, RSS at most 120 MiB, and within 10% with
+// 5000 unrelated objects.
+func (res *results) scaleTargets() []string {
+	n, note := res.pickSize(targetScaleN, implKaddons)
+	if n == 0 {
+		return []string{"MISS N=500 scale targets: kaddons was not measured"}
+	}
+	k, _ := res.find(implKaddons, n, 0)
+	out := []string{
+		verdict(k.create.wall <= targetScaleWall, "N=%d applied within %s: %s%s", n, targetScaleWall, k.create.wall.Round(time.Millisecond), note),
+		verdict(k.mem.rss <= targetRSS, "manager RSS at N=%d at most %s: %s%s", n, mib(targetRSS), mib(k.mem.rss), note),
+	}
+	u, ok := res.find(implKaddons, n, res.options.unrelated)
+	if !ok || res.options.unrelated == 0 {
+		return append(out, fmt.Sprintf("MISS manager RSS within 10%% with unrelated objects: not measured at N=%d", n))
+	}
+	growth := float64(u.mem.rss-k.mem.rss) / float64(k.mem.rss)
+	return append(out, verdict(math.Abs(growth) <= targetUnrelatedDrift,
+		"manager RSS at N=%d within 10%% with %d unrelated Deployments and ConfigMaps: %s vs %s (%+.1f%%)%s",
+		n, res.options.unrelated, mib(u.mem.rss), mib(k.mem.rss), 100*growth, note))
+}
+
+// driftTarget: one edited child is corrected with exactly one write.
+func (res *results) driftTarget() string {
+	runs := res.fullRuns(implKaddons)
+	if len(runs) == 0 {
+		return "MISS drift: kaddons was not measured"
+	}
+	pass := true
+	var parts []string
+	for _, r := range runs {
+		writes := len(r.drift.writes)
+		pass = pass && writes == 1
+		parts = append(parts, fmt.Sprintf("N=%d: %d (%s)", r.n, writes, summarizeWrites(r.drift.writes)))
+	}
+	return verdict(pass, "drift: exactly 1 object write for 1 drifted object; %s", strings.Join(parts, "; "))
+}
+
+// markdownTable formats rows, the first being the header, as a Markdown table.
+func markdownTable(rows [][]string) string {
+	if len(rows) < 2 {
+		return "(not measured)\n"
+	}
+	var b strings.Builder
+	for i, row := range rows {
+		b.WriteString("| " + strings.Join(row, " | ") + " |\n")
+		if i == 0 {
+			b.WriteString(strings.Repeat("|---", len(row)) + "|\n")
+		}
+	}
+	return b.String()
+}
+
+// commandLine is how this run was invoked, for the report.
+func commandLine(o options) string {
+	s := fmt.Sprintf("bench -n %s -unrelated %d -stock-concurrency %d", joinInts(o.sizes), o.unrelated, o.stockConcurrency)
+	if len(o.kaddonsFlags) > 0 {
+		s += fmt.Sprintf(" -kaddons-flags %q", strings.Join(o.kaddonsFlags, " "))
+	}
+	return s
+}
+
+// joinInts formats v as a comma-separated list.
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = fmt.Sprint(n)
+	}
+	return strings.Join(s, ",")
+}
+
+// perAddon divides a count by the number of add-ons.
+func perAddon(count, n int) float64 { return ratio(float64(count), float64(n)) }
+
+// ratio divides, returning 0 for a zero denominator.
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+// mib formats bytes as MiB.
+func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
