@@ -34,6 +34,10 @@ import (
 	"github.com/kaddons/kaddons/internal/config"
 )
 
+// defaultOperatorNamespace is where AddonPolicies count when POD_NAMESPACE is not set
+// (config/manager sets it to the manager's own namespace).
+const defaultOperatorNamespace = "kaddons-system"
+
 var (
 	scheme   = runtime.NewScheme()
 	setupLog = ctrl.Log.WithName("setup")
@@ -284,6 +288,14 @@ func run(f flags, cfg *config.Configuration, logLevel string, setLevel func(conf
 	for kind, n := range m.Concurrency.PerKind {
 		opts.ConcurrencyPerKind[kind] = int(n)
 	}
+	policyNamespace := os.Getenv("POD_NAMESPACE")
+	if policyNamespace == "" {
+		policyNamespace = defaultOperatorNamespace
+	}
+	opts.Permit, opts.ReconcileAllOn, err = controllers.SetupPolicies(mgr, policyNamespace)
+	if err != nil {
+		return err
+	}
 	if err := controllers.SetupWithManager(mgr, opts); err != nil {
 		return err
 	}
@@ -302,7 +314,7 @@ func run(f flags, cfg *config.Configuration, logLevel string, setLevel func(conf
 	setupLog.Info("Starting manager", "config", f.configFile, "channels", dir,
 		"defaultChannel", cfg.Runtime.DefaultChannel, "registryMirror", cfg.Runtime.RegistryMirror,
 		"pausedKinds", cfg.Runtime.PausedKinds, "resyncInterval", cfg.Runtime.ResyncInterval.String(),
-		"logLevel", logLevel, "concurrency", m.Concurrency.Default, "concurrencyPerKind", m.Concurrency.PerKind,
+		"logLevel", logLevel, "policyNamespace", policyNamespace, "concurrency", m.Concurrency.Default, "concurrencyPerKind", m.Concurrency.PerKind,
 		"leaderElection", le.Enabled, "cacheSyncPeriod", m.CacheSyncPeriod.String())
 	return mgr.Start(ctrl.SetupSignalHandler())
 }

@@ -46,6 +46,8 @@ var (
 	// settings are the operator-wide settings the suite's manager runs with; a test that
 	// changes them restores them.
 	settings = engine.NewSettingsStore(engine.Settings{})
+	// policyNamespace is where the suite's AddonPolicies count.
+	policyNamespace = "kaddons-system"
 	// fileSettings stand for the configuration file's runtime settings.
 	fileSettings = config.Runtime{DefaultChannel: channels.DefaultChannel, LogLevel: config.LogLevelInfo}
 )
@@ -125,7 +127,13 @@ func runSuite(m *testing.M) int {
 		}
 	}
 	source = channels.NewSource(channelsDir, channels.DefaultChannel)
-	if err := SetupWithManager(testMgr, engine.Options{Source: source, Settings: settings}); err != nil {
+	permit, reconcileAllOn, err := SetupPolicies(testMgr, policyNamespace)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "setting up policies: %v\n", err)
+		return 1
+	}
+	if err := SetupWithManager(testMgr, engine.Options{Source: source, Settings: settings,
+		Permit: permit, ReconcileAllOn: reconcileAllOn}); err != nil {
 		fmt.Fprintf(os.Stderr, "setting up controllers: %v\n", err)
 		return 1
 	}

@@ -59,6 +59,9 @@ const (
 	ReasonApplyFailed = "ApplyFailed"
 	// ReasonPruneFailed means objects that no longer belong to the add-on could not be deleted.
 	ReasonPruneFailed = "PruneFailed"
+	// ReasonNotPermitted means no AddonPolicy permits the add-on in its namespace, at its
+	// version or channel, or with its patches. The message names the rule it broke.
+	ReasonNotPermitted = "NotPermitted"
 	// ReasonHealthCheckFailed means the health of the children could not be read.
 	ReasonHealthCheckFailed = "HealthCheckFailed"
 )

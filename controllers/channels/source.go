@@ -102,6 +102,9 @@ func NewSource(dir, defaultChannel string) *Source {
 	}
 }
 
+// DefaultChannel returns the channel of add-ons that name neither a version nor a channel.
+func (s *Source) DefaultChannel() string { return s.defaultChannel }
+
 // Dir returns the channels directory.
 func (s *Source) Dir() string { return s.dir }
 

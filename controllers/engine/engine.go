@@ -103,6 +103,12 @@ type Options struct {
 	// Settings holds the operator-wide settings each reconcile reads (registry mirror,
 	// paused kinds, resync interval). Nil means none of them.
 	Settings *SettingsStore
+	// Permit, when set, decides whether an add-on may be applied at the version and from
+	// the channel it resolved to (AddonPolicy). An add-on it refuses is not applied.
+	Permit PermitFunc
+	// ReconcileAllOn lists kinds (such as AddonPolicy) whose every change reconciles
+	// every add-on.
+	ReconcileAllOn []client.Object
 	// AddonKinds lists an empty object of every add-on kind, so that an add-on is
 	// reconciled again when one it depends on changes.
 	AddonKinds []client.Object
@@ -185,6 +191,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.opts.Settings != nil {
 		// A change of the operator's settings (OperatorConfig) reconciles every add-on.
 		b = b.WatchesRawSource(source.Channel(r.opts.Settings.subscribe(), handler.EnqueueRequestsFromMapFunc(r.mapAll)))
+	}
+	for _, obj := range r.opts.ReconcileAllOn {
+		b = b.Watches(obj, handler.EnqueueRequestsFromMapFunc(r.mapAll))
 	}
 	for _, kind := range r.opts.AddonKinds {
 		gvk, err := apiutil.GVKForObject(kind, mgr.GetScheme())
@@ -326,6 +335,7 @@ func (r *Reconciler) phases() []phase {
 	return []phase{
 		{name: "gate", run: r.gate},
 		{name: "resolve", run: r.resolve},
+		{name: "permit", run: r.permit},
 		{name: "pin-version", run: r.pinVersion},
 		{name: "inputs", run: r.inputs},
 		{name: "render", run: r.render},
@@ -341,7 +351,11 @@ func (r *Reconciler) resolve(_ context.Context, st *reconcileState) (bool, error
 	spec := st.addon.CommonSpec()
 	if spec.Version == "" && spec.Channel == "" {
 		spec.Channel = st.settings.DefaultChannel
+		if spec.Channel == "" {
+			spec.Channel = r.source.DefaultChannel()
+		}
 	}
+	st.channel = spec.Channel
 	resolved, err := r.source.Resolve(st.addon.ComponentName(), spec)
 	if err != nil {
 		markStalled(st.addon.GetAddonStatus(), st.addon.GetGeneration(), channels.ReasonOf(err), err.Error())

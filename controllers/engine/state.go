@@ -20,6 +20,8 @@ type reconcileState struct {
 	resolved channels.Resolved
 	// settings is this reconcile's snapshot of the operator-wide settings.
 	settings Settings
+	// channel is the channel the version was resolved from; empty for a pinned version.
+	channel string
 	// wanted is the version the spec asks for when a failed upgrade pinned resolved to
 	// the last healthy version.
 	wanted string

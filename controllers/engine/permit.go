@@ -1,0 +1,41 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+)
+
+// PermitRequest describes an add-on that asks to be applied.
+type PermitRequest struct {
+	// Addon is the add-on.
+	Addon addonsv1alpha1.Addon
+	// Channel is the channel its version comes from; empty when it pins spec.version.
+	Channel string
+	// Version is the package version it resolved to.
+	Version string
+}
+
+// PermitFunc decides whether an add-on may be applied. It returns a message naming the
+// rule that refused it, or "" when it is permitted.
+type PermitFunc func(ctx context.Context, req PermitRequest) (refused string, err error)
+
+// permit asks Options.Permit whether the add-on may be applied. A refused add-on is
+// Stalled with reason NotPermitted; nothing of it is applied or pruned, and what runs
+// keeps running until an admin changes a policy or the add-on.
+func (r *Reconciler) permit(ctx context.Context, st *reconcileState) (bool, error) {
+	if r.opts.Permit == nil {
+		return false, nil
+	}
+	refused, err := r.opts.Permit(ctx, PermitRequest{Addon: st.addon, Channel: st.channel, Version: st.resolved.Version})
+	if err != nil {
+		markFailed(st.addon.GetAddonStatus(), st.addon.GetGeneration(), addonsv1alpha1.ReasonNotPermitted, err.Error())
+		return true, fmt.Errorf("evaluating the add-on policies: %w", err)
+	}
+	if refused != "" {
+		markStalled(st.addon.GetAddonStatus(), st.addon.GetGeneration(), addonsv1alpha1.ReasonNotPermitted, refused)
+		return true, nil
+	}
+	return false, nil
+}
