@@ -14,7 +14,7 @@ COPY controllers/ controllers/
 COPY internal/ internal/
 
 # CGO_ENABLED=0 gives a static binary for the distroless base image.
-RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} go build -trimpath -ldflags="-s -w" -o manager .
+RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} go build -tags without_exec_applier,without_direct_applier -trimpath -ldflags="-s -w" -o manager .
 
 # distroless/static: no shell, no package manager; runs as the non-root user 65532.
 FROM gcr.io/distroless/static:nonroot

@@ -1,5 +1,8 @@
 # Image URL to use for building and pushing the manager image.
 IMG ?= ghcr.io/kaddons/kaddons:latest
+# GO_BUILD_TAGS leave out KDP's kubectl-based appliers, which kaddons never uses: a smaller
+# binary and less memory.
+GO_BUILD_TAGS ?= without_exec_applier,without_direct_applier
 
 # Get the currently used golang install path (in GOPATH/bin, unless GOBIN is set).
 ifeq (,$(shell go env GOBIN))
@@ -76,7 +79,7 @@ lint-fix: golangci-lint ## Run golangci-lint and fix what it can.
 
 .PHONY: build
 build: manifests generate fmt vet ## Build the manager binary.
-	go build -o bin/manager .
+	go build -tags $(GO_BUILD_TAGS) -o bin/manager .
 
 .PHONY: run
 run: manifests generate fmt vet ## Run the manager from your host against the cluster in KUBECONFIG.

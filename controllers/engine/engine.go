@@ -42,6 +42,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative"
+	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative/pkg/applier"
 	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative/pkg/manifest"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
@@ -130,6 +131,7 @@ type Reconciler struct {
 	kdp      declarative.Reconciler
 	opts     Options
 	renders  renderCache
+	written  statusCache
 	applier  *Applier
 }
 
@@ -282,6 +284,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	obj.GetObjectKind().SetGroupVersionKind(r.gvk)
+	if w, ok := r.written.get(req.NamespacedName); ok && w.uid == obj.GetUID() && w.baseResourceVersion == obj.GetResourceVersion() {
+		// The cache has not caught up with the engine's last status write: that status,
+		// not the cached one, is what the API server holds (and what plan must compare).
+		*obj.GetAddonStatus() = *w.status.DeepCopy()
+	}
 
 	if !obj.GetDeletionTimestamp().IsZero() {
 		return r.reconcileDelete(ctx, obj)
@@ -410,8 +417,11 @@ func (r *Reconciler) watches(gvk schema.GroupVersionKind) bool {
 	return false
 }
 
-// apply runs KDP's Reconcile, whose applier is the engine's staged server-side apply
-// with inventory prune. Its outcome comes back through the reconcile state.
+// apply hands the rendered objects, with owner references, to the engine's KDP applier:
+// staged server-side apply with inventory prune. Its outcome comes back through the
+// reconcile state. The engine calls the applier itself rather than KDP's Reconcile, which
+// would render the package a second time and GET every object uncached only to look for
+// KDP's ignore annotation (the applier reads the children from the cache instead).
 func (r *Reconciler) apply(ctx context.Context, st *reconcileState) (bool, error) {
 	status := st.addon.GetAddonStatus()
 	generation := st.addon.GetGeneration()
@@ -419,10 +429,9 @@ func (r *Reconciler) apply(ctx context.Context, st *reconcileState) (bool, error
 		log.FromContext(ctx).V(1).Info("Nothing to apply: the cache matches the manifests")
 		return false, nil
 	}
-	name := types.NamespacedName{Namespace: st.addon.GetNamespace(), Name: st.addon.GetName()}
 	st.inputsChanged = status.ObservedGeneration != generation || status.AppliedVersion != st.resolved.Version ||
 		len(status.Inventory) == 0
-	_, err := r.kdp.Reconcile(st.renderContext(withState(ctx, st)), reconcile.Request{NamespacedName: name})
+	err := r.applyRendered(ctx, st)
 	if st.inventory != nil {
 		status.Inventory = st.inventory
 	}
@@ -546,6 +555,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, obj addonsv1alpha1.Add
 	}
 	forgetInstance(r.gvk.Kind, obj.GetNamespace(), obj.GetName())
 	r.renders.forget(owner)
+	r.written.forget(owner)
 	log.FromContext(ctx).Info("Deleted add-on and its children", "objects", len(inventory))
 	return ctrl.Result{}, nil
 }
@@ -570,6 +580,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, original, obj addonsv1alph
 	if equality.Semantic.DeepEqual(original.GetAddonStatus(), obj.GetAddonStatus()) {
 		return nil
 	}
+	key, base := client.ObjectKeyFromObject(obj), original.GetResourceVersion()
 	body, err := json.Marshal([]map[string]any{{"op": "add", "path": "/status", "value": obj.GetAddonStatus()}})
 	if err != nil {
 		return err
@@ -577,6 +588,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, original, obj addonsv1alph
 	if err := r.client.Status().Patch(ctx, obj, client.RawPatch(types.JSONPatchType, body)); err != nil {
 		return fmt.Errorf("writing status: %w", client.IgnoreNotFound(err))
 	}
+	r.written.put(key, writtenStatus{uid: obj.GetUID(), baseResourceVersion: base, status: obj.GetAddonStatus().DeepCopy()})
 	return nil
 }
 
@@ -601,4 +613,31 @@ func (r *Reconciler) Render(ctx context.Context, obj addonsv1alpha1.Addon) (*man
 		}
 	}
 	return st.objects, nil
+}
+
+// applyRendered applies a copy of the rendered objects (the render cache's copy stays
+// untouched) with the add-on as controller owner of those in its own namespace: a
+// namespaced owner cannot own cluster-scoped objects or objects in other namespaces,
+// which the inventory and the finalizer clean up instead.
+func (r *Reconciler) applyRendered(ctx context.Context, st *reconcileState) error {
+	items := make([]*manifest.Object, 0, len(st.objects.Items))
+	owner := []any{map[string]any{
+		"apiVersion": r.gvk.GroupVersion().String(), "kind": r.gvk.Kind,
+		"name": st.addon.GetName(), "uid": string(st.addon.GetUID()),
+		"controller": true, "blockOwnerDeletion": true,
+	}}
+	for _, o := range st.objects.Items {
+		u := o.UnstructuredObject().DeepCopy()
+		if u.GetNamespace() != "" && u.GetNamespace() == st.addon.GetNamespace() {
+			if err := unstructured.SetNestedSlice(u.Object, owner, "metadata", "ownerReferences"); err != nil {
+				return err
+			}
+		}
+		obj, err := manifest.NewObject(u)
+		if err != nil {
+			return err
+		}
+		items = append(items, obj)
+	}
+	return r.applier.Apply(withState(ctx, st), applier.ApplierOptions{Objects: items, Namespace: st.addon.GetNamespace()})
 }

@@ -57,3 +57,42 @@ func (c *renderCache) forget(name types.NamespacedName) {
 	defer c.mu.Unlock()
 	delete(c.entries, name)
 }
+
+// statusCache remembers the last status the engine wrote for each add-on. Until the
+// informer cache shows that write, the cached add-on still carries the status before it,
+// and comparing with that would either write the same status twice or, worse, skip a
+// write that is needed because the cache's old status happens to match the new one.
+type statusCache struct {
+	mu      sync.Mutex
+	entries map[types.NamespacedName]writtenStatus
+}
+
+// writtenStatus is one status write: the status, for which add-on UID, and the resource
+// version of the add-on it was written over.
+type writtenStatus struct {
+	uid                 types.UID
+	baseResourceVersion string
+	status              *addonsv1alpha1.AddonStatus
+}
+
+func (c *statusCache) get(name types.NamespacedName) (writtenStatus, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w, ok := c.entries[name]
+	return w, ok
+}
+
+func (c *statusCache) put(name types.NamespacedName, w writtenStatus) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries == nil {
+		c.entries = map[types.NamespacedName]writtenStatus{}
+	}
+	c.entries[name] = w
+}
+
+func (c *statusCache) forget(name types.NamespacedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.entries, name)
+}

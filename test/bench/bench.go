@@ -135,7 +135,8 @@ func repoRoot(dir string) (string, error) {
 func buildManager(ctx context.Context, repo, work string) (string, error) {
 	out := filepath.Join(work, "manager")
 	fmt.Println("bench: building the kaddons manager")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, ".")
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "without_exec_applier,without_direct_applier",
+		"-trimpath", "-ldflags=-s -w", "-o", out, ".")
 	cmd.Dir = repo
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr

@@ -263,7 +263,7 @@ func buildManager() error {
 	}
 	managerBinary = filepath.Join(workDir, "manager")
 	logf("building the manager")
-	cmd := exec.Command("go", "build", "-o", managerBinary, ".")
+	cmd := exec.Command("go", "build", "-tags", "without_exec_applier,without_direct_applier", "-o", managerBinary, ".")
 	cmd.Dir = repoRoot
 	if _, err := output(cmd); err != nil {
 		return fmt.Errorf("building the manager: %w", err)
