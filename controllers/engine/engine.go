@@ -3,11 +3,12 @@
 // Definition; everything else (resolving and rendering packages, server-side apply,
 // prune, drift, health, status, events and deletion) happens here, once for all add-ons.
 //
-// The engine runs KDP's declarative.Reconciler as its frame and plugs into its extension
-// points: a channels-based ManifestController, object transforms, and a staged
-// server-side-apply Applier with an inventory. Around KDP's Reconcile it adds what KDP
-// lacks: a finalizer for cluster-scoped children, named phases with their own failure
-// reasons, terminal errors for bad input, and status written by patch.
+// The engine builds on KDP's declarative.Reconciler and plugs into its extension points:
+// a channels-based ManifestController and object transforms for rendering, and a staged
+// server-side-apply Applier with an inventory, which the engine's apply phase calls. Around
+// them it adds what KDP lacks: a finalizer for cluster-scoped children, named phases with
+// their own failure reasons, terminal errors for bad input, a plan that skips unchanged
+// applies, and status written by patch.
 package engine
 
 import (

@@ -13,8 +13,8 @@ import (
 )
 
 // reconcileState carries one reconcile's facts between the engine's phases and the KDP
-// extension points the engine plugs in (the applier runs inside KDP's Reconcile and
-// reports back through it).
+// extension points the engine plugs in (the applier finds it in its context and reports
+// back through it).
 type reconcileState struct {
 	addon    addonsv1alpha1.Addon
 	resolved channels.Resolved
