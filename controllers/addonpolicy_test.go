@@ -103,11 +103,7 @@ func TestAddonPolicy(t *testing.T) {
 
 	t.Run("a policy change re-evaluates the add-ons", func(t *testing.T) {
 		g := NewWithT(t)
-		g.Eventually(func(g Gomega) {
-			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(policy), policy)).To(Succeed())
-			policy.Spec.Rules[0].Versions = ">=1.11.0"
-			g.Expect(k8sClient.Update(ctx, policy)).To(Succeed())
-		}).WithTimeout(eventuallyTimeout).Should(Succeed())
+		setVersions(t, policy, ">=1.11.0")
 		waitApplied(t, tooNew, newVersion)
 		getAddon(g, elsewhere)
 		g.Expect(elsewhere.Status.Inventory).To(BeEmpty(), "a namespace no rule selects stays refused")
@@ -115,11 +111,7 @@ func TestAddonPolicy(t *testing.T) {
 
 	t.Run("an invalid rule is reported on the policy", func(t *testing.T) {
 		g := NewWithT(t)
-		g.Eventually(func(g Gomega) {
-			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(policy), policy)).To(Succeed())
-			policy.Spec.Rules[0].Versions = ">= one"
-			g.Expect(k8sClient.Update(ctx, policy)).To(Succeed())
-		}).WithTimeout(eventuallyTimeout).Should(Succeed())
+		setVersions(t, policy, ">= one")
 		g.Eventually(func(g Gomega) {
 			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(policy), policy)).To(Succeed())
 			g.Expect(policy.Status.ObservedGeneration).To(Equal(policy.Generation))
@@ -127,4 +119,14 @@ func TestAddonPolicy(t *testing.T) {
 				HaveField("Message", ContainSubstring("spec.rules[0].versions")))))
 		}).WithTimeout(eventuallyTimeout).Should(Succeed())
 	})
+}
+
+// setVersions changes the version constraint of the policy's first rule.
+func setVersions(t *testing.T, policy *configv1alpha1.AddonPolicy, versions string) {
+	t.Helper()
+	NewWithT(t).Eventually(func(g Gomega) {
+		g.Expect(k8sClient.Get(context.Background(), client.ObjectKeyFromObject(policy), policy)).To(Succeed())
+		policy.Spec.Rules[0].Versions = versions
+		g.Expect(k8sClient.Update(context.Background(), policy)).To(Succeed())
+	}).WithTimeout(eventuallyTimeout).Should(Succeed())
 }

@@ -98,10 +98,7 @@ func TestDashboardTargetNamespaceCollision(t *testing.T) {
 	first := &addonsv1alpha1.Dashboard{ObjectMeta: metav1.ObjectMeta{Name: "dashboard", Namespace: nsA}}
 	first.Spec.TargetNamespace = target
 	g.Expect(k8sClient.Create(ctx, first)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		getAddon(g, first)
-		g.Expect(first.Status.AppliedVersion).NotTo(BeEmpty())
-	}).WithTimeout(eventuallyTimeout).Should(Succeed())
+	waitAnyApplied(t, first)
 	before := resourceVersions(g, first.Status.Inventory)
 
 	// A second Dashboard pointed at the same namespace would overwrite the first's objects.
@@ -142,10 +139,7 @@ func TestDashboardKeepsExistingNamespace(t *testing.T) {
 	d := &addonsv1alpha1.Dashboard{ObjectMeta: metav1.ObjectMeta{Name: "dashboard", Namespace: ns}}
 	d.Spec.TargetNamespace = existing
 	g.Expect(k8sClient.Create(ctx, d)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		getAddon(g, d)
-		g.Expect(d.Status.AppliedVersion).NotTo(BeEmpty())
-	}).WithTimeout(eventuallyTimeout).Should(Succeed())
+	waitAnyApplied(t, d)
 	for _, r := range d.Status.Inventory {
 		g.Expect(r.Kind).NotTo(Equal("Namespace"), "a namespace that existed before is not the add-on's")
 	}
@@ -168,4 +162,13 @@ func resourceVersions(g Gomega, refs []addonsv1alpha1.ObjectReference) map[addon
 		out[r] = live.GetResourceVersion()
 	}
 	return out
+}
+
+// waitAnyApplied waits until the add-on has applied some version.
+func waitAnyApplied(t *testing.T, cr addonsv1alpha1.Addon) {
+	t.Helper()
+	NewWithT(t).Eventually(func(g Gomega) {
+		getAddon(g, cr)
+		g.Expect(cr.GetAddonStatus().AppliedVersion).NotTo(BeEmpty())
+	}).WithTimeout(eventuallyTimeout).Should(Succeed())
 }

@@ -478,6 +478,7 @@ func (r *Reconciler) apply(ctx context.Context, st *reconcileState) (bool, error
 func (r *Reconciler) health(ctx context.Context, st *reconcileState) (bool, error) {
 	status := st.addon.GetAddonStatus()
 	generation := st.addon.GetGeneration()
+	waitForCache(ctx, r.client, st.applied, cacheCatchUp)
 	h, err := checkHealth(ctx, r.client, st.inventory, st.applied)
 	if err != nil {
 		markFailed(status, generation, addonsv1alpha1.ReasonHealthCheckFailed, err.Error())

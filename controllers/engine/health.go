@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -17,6 +19,34 @@ import (
 
 // maxNotReadyInMessage bounds how many children a Ready message names.
 const maxNotReadyInMessage = 3
+
+// cacheCatchUp bounds how long health waits for the informer cache to show the objects
+// just applied. The watch usually delivers them within milliseconds; judging health from
+// the older copies instead would report them as not yet observed, and write a status that
+// the next reconcile takes back.
+const cacheCatchUp = 2 * time.Second
+
+// waitForCache waits, at most timeout, until reader holds every object of applied at least
+// at the generation it was applied with.
+func waitForCache(ctx context.Context, reader client.Reader, applied map[addonsv1alpha1.ObjectReference]int64,
+	timeout time.Duration) {
+	if len(applied) == 0 {
+		return
+	}
+	caughtUp := func(ctx context.Context) (bool, error) {
+		for ref, generation := range applied {
+			live := &unstructured.Unstructured{}
+			live.SetGroupVersionKind(ref.GroupVersionKind())
+			err := reader.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, live)
+			if err != nil || live.GetGeneration() < generation {
+				return false, nil
+			}
+		}
+		return true, nil
+	}
+	// A timeout is no error: health then reports what the cache shows.
+	_ = wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, timeout, true, caughtUp)
+}
 
 // health is the outcome of checking every child with kstatus.
 type health struct {
