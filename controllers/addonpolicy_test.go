@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	configv1alpha1 "github.com/kaddons/kaddons/api/config/v1alpha1"
@@ -45,7 +46,7 @@ func TestAddonPolicy(t *testing.T) {
 			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tenant": "true"}},
 			Kinds:             []string{"CoreDNS"},
 			Versions:          ">=1.11.0, <1.12.0",
-			AllowPatches:      ptrTo(false),
+			AllowPatches:      ptr.To(false),
 		}}},
 	}
 	g.Expect(k8sClient.Create(ctx, policy)).To(Succeed())

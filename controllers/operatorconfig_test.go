@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	configv1alpha1 "github.com/kaddons/kaddons/api/config/v1alpha1"
@@ -136,7 +137,7 @@ func TestOperatorConfig(t *testing.T) {
 		waitOperatorConfig(t, oc, configv1alpha1.ReasonApplied)
 		ready := waitReason(t, pinned, addonsv1alpha1.ReasonPaused)
 		g.Expect(ready.Message).To(ContainSubstring("paused by the operator configuration"))
-		updateCoreDNS(t, pinned, func(c *addonsv1alpha1.CoreDNS) { c.Spec.Replicas = ptrTo[int32](4) })
+		updateCoreDNS(t, pinned, func(c *addonsv1alpha1.CoreDNS) { c.Spec.Replicas = ptr.To[int32](4) })
 		waitReason(t, pinned, addonsv1alpha1.ReasonPaused)
 		d := &appsv1.Deployment{}
 		g.Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: pinnedNS, Name: "coredns"}, d)).To(Succeed())
@@ -154,5 +155,3 @@ func TestOperatorConfig(t *testing.T) {
 	})
 	g.Expect(following.Name).To(Equal("coredns"))
 }
-
-func ptrTo[T any](v T) *T { return &v }
