@@ -158,12 +158,14 @@ func New(mgr ctrl.Manager, def Definition, opts Options) (*Reconciler, error) {
 		opts:     opts,
 		applier:  NewApplier(mgr.GetClient(), mgr.GetAPIReader()),
 	}
+	// KDP renders (manifest controller, transforms, labels). Owner references and the
+	// applier are the engine's own (applyRendered), as KDP's Reconcile is not called; the
+	// applier is still KDP's so anything that runs KDP's Reconcile applies the same way.
 	kdpOptions := []declarative.ReconcilerOption{
 		declarative.WithManifestController(channels.ManifestController{Source: opts.Source}),
 		declarative.WithObjectTransform(def.Transforms...),
 		declarative.WithObjectTransform(mirrorImages, ApplyPatches, setNamespace(mgr.GetRESTMapper(), def)),
 		declarative.WithLabels(r.labels),
-		declarative.WithOwner(declarative.SourceAsOwner),
 		declarative.WithApplier(r.applier),
 	}
 	if err := r.kdp.InitWithName(mgr, def.Prototype, r.name, kdpOptions...); err != nil {
