@@ -12,9 +12,9 @@ import (
 	"go.uber.org/zap/zapcore"
 	"k8s.io/utils/ptr"
 
-	"github.com/kaddons/kaddons/controllers/channels"
-	"github.com/kaddons/kaddons/controllers/engine"
+	"github.com/kaddons/kaddons/internal/channels"
 	"github.com/kaddons/kaddons/internal/config"
+	"github.com/kaddons/kaddons/internal/engine"
 )
 
 func TestChannelsDir(t *testing.T) {

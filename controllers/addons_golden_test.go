@@ -11,8 +11,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
-	"github.com/kaddons/kaddons/controllers/channels"
-	"github.com/kaddons/kaddons/controllers/engine"
+	"github.com/kaddons/kaddons/internal/channels"
+	"github.com/kaddons/kaddons/internal/engine"
 )
 
 // TestAddonsGolden renders every shipped version of metrics-server, the Dashboard and

@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
-	"github.com/kaddons/kaddons/controllers/engine"
+	"github.com/kaddons/kaddons/internal/engine"
 )
 
 // expectGolden compares the rendered manifests of cr with testdata/golden/<name>.yaml.

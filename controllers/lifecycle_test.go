@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
-	"github.com/kaddons/kaddons/controllers/engine"
+	"github.com/kaddons/kaddons/internal/engine"
 )
 
 func TestPause(t *testing.T) {

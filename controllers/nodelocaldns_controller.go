@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative/pkg/manifest"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
-	"github.com/kaddons/kaddons/controllers/engine"
+	"github.com/kaddons/kaddons/internal/engine"
 )
 
 // +kubebuilder:rbac:groups=addons.kaddons.dev,resources=nodelocaldns,verbs=get;list;watch;update;patch

@@ -16,9 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	configv1alpha1 "github.com/kaddons/kaddons/api/config/v1alpha1"
-	"github.com/kaddons/kaddons/controllers/channels"
-	"github.com/kaddons/kaddons/controllers/engine"
+	"github.com/kaddons/kaddons/internal/channels"
 	"github.com/kaddons/kaddons/internal/config"
+	"github.com/kaddons/kaddons/internal/engine"
 )
 
 // +kubebuilder:rbac:groups=config.kaddons.dev,resources=operatorconfigs,verbs=get;list;watch

@@ -26,9 +26,9 @@ import (
 
 	configv1alpha1 "github.com/kaddons/kaddons/api/config/v1alpha1"
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
-	"github.com/kaddons/kaddons/controllers/channels"
-	"github.com/kaddons/kaddons/controllers/engine"
+	"github.com/kaddons/kaddons/internal/channels"
 	"github.com/kaddons/kaddons/internal/config"
+	"github.com/kaddons/kaddons/internal/engine"
 )
 
 // The suite runs every test against one real kube-apiserver and etcd (envtest, from the

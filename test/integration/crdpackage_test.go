@@ -25,8 +25,8 @@ import (
 	addonv1alpha1 "sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/addon/pkg/apis/v1alpha1"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
-	"github.com/kaddons/kaddons/controllers/channels"
-	"github.com/kaddons/kaddons/controllers/engine"
+	"github.com/kaddons/kaddons/internal/channels"
+	"github.com/kaddons/kaddons/internal/engine"
 )
 
 // widgetGVK is the kind the test package's CRD defines.

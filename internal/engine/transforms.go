@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative/pkg/manifest"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
-	"github.com/kaddons/kaddons/controllers/channels"
+	"github.com/kaddons/kaddons/internal/channels"
 )
 
 // ObjectTransform is KDP's object transform: it edits the rendered objects of one add-on.

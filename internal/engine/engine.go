@@ -47,7 +47,7 @@ import (
 	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative/pkg/manifest"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
-	"github.com/kaddons/kaddons/controllers/channels"
+	"github.com/kaddons/kaddons/internal/channels"
 )
 
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch

@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative/pkg/manifest"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
-	"github.com/kaddons/kaddons/controllers/channels"
+	"github.com/kaddons/kaddons/internal/channels"
 )
 
 // reconcileState carries one reconcile's facts between the engine's phases and the KDP
