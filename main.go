@@ -24,7 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	configv1alpha1 "github.com/kaddons/kaddons/api/config/v1alpha1"
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
@@ -263,7 +262,6 @@ func run(f flags, cfg *config.Configuration, logLevel string, setLevel func(conf
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                        scheme,
 		Metrics:                       metricsOptions,
-		WebhookServer:                 webhook.NewServer(webhook.Options{TLSOpts: tlsOpts}),
 		HealthProbeBindAddress:        m.HealthProbeBindAddress,
 		LeaderElection:                le.Enabled,
 		LeaderElectionID:              le.ID,
@@ -280,14 +278,10 @@ func run(f flags, cfg *config.Configuration, logLevel string, setLevel func(conf
 	}
 
 	source := channels.NewSource(dir, cfg.Runtime.DefaultChannel)
-	opts := engine.Options{Source: source, MaxConcurrentReconciles: int(m.Concurrency.Default),
-		ConcurrencyPerKind: map[string]int{},
+	opts := engine.Options{Source: source, Concurrency: cfg.ConcurrencyFor,
 		// The operatorconfig controller puts the file's runtime settings in force, then
 		// those of the OperatorConfig resource.
 		Settings: engine.NewSettingsStore(engine.Settings{})}
-	for kind, n := range m.Concurrency.PerKind {
-		opts.ConcurrencyPerKind[kind] = int(n)
-	}
 	policyNamespace := os.Getenv("POD_NAMESPACE")
 	if policyNamespace == "" {
 		policyNamespace = defaultOperatorNamespace

@@ -98,10 +98,10 @@ func (d Definition) TargetNamespace(addon addonsv1alpha1.Addon) string {
 type Options struct {
 	// Source resolves and renders the channel packages.
 	Source *channels.Source
-	// MaxConcurrentReconciles bounds the parallel reconciles of each add-on controller.
-	MaxConcurrentReconciles int
-	// ConcurrencyPerKind overrides MaxConcurrentReconciles for the add-on kinds it names.
-	ConcurrencyPerKind map[string]int
+	// Concurrency returns how many add-ons of a kind may be reconciled in parallel (the
+	// configuration's ConcurrencyFor). Nil or a result below 1 means
+	// DefaultMaxConcurrentReconciles.
+	Concurrency func(kind string) int
 	// Settings holds the operator-wide settings each reconcile reads (registry mirror,
 	// paused kinds, resync interval). Nil means none of them.
 	Settings *SettingsStore
@@ -177,9 +177,9 @@ func New(mgr ctrl.Manager, def Definition, opts Options) (*Reconciler, error) {
 // SetupWithManager registers the controller: it watches the add-on kind and, through the
 // shared cache, every child kind, mapping child events back to their add-on by label.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	concurrency := r.opts.MaxConcurrentReconciles
-	if n := r.opts.ConcurrencyPerKind[r.gvk.Kind]; n > 0 {
-		concurrency = n
+	concurrency := 0
+	if r.opts.Concurrency != nil {
+		concurrency = r.opts.Concurrency(r.gvk.Kind)
 	}
 	if concurrency <= 0 {
 		concurrency = DefaultMaxConcurrentReconciles
