@@ -11,8 +11,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative"
-	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative/pkg/manifest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/internal/engine"
@@ -60,10 +59,10 @@ func CoreDNSDefinition() engine.Definition {
 var corefileDomain = regexp.MustCompile(`(?m)^(\s*kubernetes\s+)cluster\.local(\s)`)
 
 // transformCoreDNS applies the CoreDNS spec's typed fields to the rendered package.
-func transformCoreDNS(_ context.Context, obj declarative.DeclarativeObject, objects *manifest.Objects) error {
-	cr, ok := obj.(*addonsv1alpha1.CoreDNS)
+func transformCoreDNS(_ context.Context, in engine.RenderInput, objects *engine.Objects) error {
+	cr, ok := in.Addon.(*addonsv1alpha1.CoreDNS)
 	if !ok {
-		return fmt.Errorf("expected a CoreDNS, got %T", obj)
+		return fmt.Errorf("expected a CoreDNS, got %T", in.Addon)
 	}
 	spec := cr.Spec
 
@@ -105,4 +104,14 @@ func transformCoreDNS(_ context.Context, obj declarative.DeclarativeObject, obje
 		NodeSelector: spec.NodeSelector,
 		Tolerations:  spec.Tolerations,
 	})
+}
+
+// CoreDNSServiceAddress returns the cluster IP of a CoreDNS add-on: its spec.clusterIP,
+// else the address its kube-dns Service got, read through c. It is "" while there is none.
+// Add-ons that follow a CoreDNS (NodeLocalDNS) use it.
+func CoreDNSServiceAddress(ctx context.Context, c client.Reader, coreDNS *addonsv1alpha1.CoreDNS) (string, error) {
+	if coreDNS.Spec.ClusterIP != "" {
+		return coreDNS.Spec.ClusterIP, nil
+	}
+	return engine.ServiceAddress(ctx, c, coreDNS, coreDNSService)
 }

@@ -3,6 +3,8 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -19,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	addonv1alpha1 "sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/addon/pkg/apis/v1alpha1"
+	"sigs.k8s.io/yaml"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/internal/engine"
@@ -146,9 +149,21 @@ func TestCoreDNSDefaultChannel(t *testing.T) {
 	cr := newCoreDNS(ns, "")
 	g.Expect(k8sClient.Create(context.Background(), cr)).To(Succeed())
 
-	stable, err := source.Resolve("coredns", addonv1alpha1.CommonSpec{Channel: "stable"})
+	// The expectation comes from the channel file itself, not from the Source under test.
+	data, err := os.ReadFile(filepath.Join("..", "channels", "stable"))
 	g.Expect(err).NotTo(HaveOccurred())
-	waitApplied(t, cr, stable.Version)
+	var channel struct {
+		Manifests []struct{ Name, Version string } `json:"manifests"`
+	}
+	g.Expect(yaml.UnmarshalStrict(data, &channel)).To(Succeed())
+	want := ""
+	for _, m := range channel.Manifests {
+		if m.Name == "coredns" {
+			want = m.Version
+		}
+	}
+	g.Expect(want).NotTo(BeEmpty(), "channels/stable lists no coredns")
+	waitApplied(t, cr, want)
 	g.Expect(cr.Spec.DNSDomain).To(Equal("cluster.local"), "the API server defaults dnsDomain")
 }
 

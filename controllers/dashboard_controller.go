@@ -8,8 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative"
-	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative/pkg/manifest"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/internal/engine"
@@ -58,10 +56,10 @@ func DashboardDefinition() engine.Definition {
 }
 
 // transformDashboard applies the Dashboard spec's typed fields to the rendered package.
-func transformDashboard(_ context.Context, obj declarative.DeclarativeObject, objects *manifest.Objects) error {
-	cr, ok := obj.(*addonsv1alpha1.Dashboard)
+func transformDashboard(_ context.Context, in engine.RenderInput, objects *engine.Objects) error {
+	cr, ok := in.Addon.(*addonsv1alpha1.Dashboard)
 	if !ok {
-		return fmt.Errorf("expected a Dashboard, got %T", obj)
+		return fmt.Errorf("expected a Dashboard, got %T", in.Addon)
 	}
 	spec := cr.Spec
 	deploy, err := engine.MustFindObject(objects, "Deployment", dashboardDeployment)
@@ -70,7 +68,7 @@ func transformDashboard(_ context.Context, obj declarative.DeclarativeObject, ob
 	}
 	// The Dashboard keeps its settings and certificates in Secrets and a ConfigMap of
 	// the namespace this flag names.
-	namespace := DashboardDefinition().TargetNamespace(cr)
+	namespace := in.TargetNamespace
 	if err := engine.SetFlag(deploy, dashboardContainer, "--namespace", namespace); err != nil {
 		return err
 	}

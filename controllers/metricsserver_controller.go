@@ -10,8 +10,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative"
-	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative/pkg/manifest"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/internal/engine"
@@ -57,10 +55,10 @@ func MetricsServerDefinition() engine.Definition {
 }
 
 // transformMetricsServer applies the MetricsServer spec's typed fields to the rendered package.
-func transformMetricsServer(_ context.Context, obj declarative.DeclarativeObject, objects *manifest.Objects) error {
-	cr, ok := obj.(*addonsv1alpha1.MetricsServer)
+func transformMetricsServer(_ context.Context, in engine.RenderInput, objects *engine.Objects) error {
+	cr, ok := in.Addon.(*addonsv1alpha1.MetricsServer)
 	if !ok {
-		return fmt.Errorf("expected a MetricsServer, got %T", obj)
+		return fmt.Errorf("expected a MetricsServer, got %T", in.Addon)
 	}
 	spec := cr.Spec
 	deploy, err := engine.MustFindObject(objects, "Deployment", metricsServerDeployment)

@@ -174,6 +174,8 @@ type requestCounter struct {
 	counts map[string]int
 	// writes lists the paths of the writes, in order.
 	writes []string
+	// all lists every request as "METHOD path", in order.
+	all []string
 }
 
 // requests counts every request the suite's manager sends.
@@ -185,6 +187,7 @@ func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 		if req.URL.Query().Get("watch") != "true" {
 			c.mu.Lock()
 			c.counts[req.Method]++
+			c.all = append(c.all, req.Method+" "+req.URL.Path)
 			if req.Method != http.MethodGet {
 				c.writes = append(c.writes, req.Method+" "+req.URL.Path)
 			}
@@ -217,6 +220,27 @@ func (c *requestCounter) objectWritesSince(n int, ns string) []string {
 	for _, w := range c.writes[n:] {
 		if strings.Contains(w, ns) && !strings.Contains(w, "/events") {
 			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// count returns how many requests were recorded so far.
+func (c *requestCounter) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.all)
+}
+
+// requestsSince returns the requests since the n-th whose path names ns (which includes
+// the cluster RBAC of an add-on in ns and the add-on's events).
+func (c *requestCounter) requestsSince(n int, ns string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, r := range c.all[n:] {
+		if strings.Contains(r, ns) {
+			out = append(out, r)
 		}
 	}
 	return out

@@ -44,6 +44,11 @@ type AddonStatus struct {
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
+	// ready is true when the Ready condition is True for the add-on's current generation,
+	// for tools that gate on a field rather than on conditions.
+	// +optional
+	Ready bool `json:"ready,omitempty"`
+
 	// appliedVersion is the package version whose manifests were last applied in full.
 	// +optional
 	AppliedVersion string `json:"appliedVersion,omitempty"`

@@ -24,6 +24,8 @@ const (
 	EventRecreated = "Recreated"
 	// EventDriftCorrected is recorded when kaddons re-applied children that drifted.
 	EventDriftCorrected = "DriftCorrected"
+	// EventPaused is recorded when reconciliation is suspended.
+	EventPaused = "Paused"
 )
 
 // recordEvents records an event for each transition between the status before and after
@@ -43,9 +45,9 @@ func (r *Reconciler) recordEvents(before, after addonsv1alpha1.Addon, st *reconc
 		refs                 []addonsv1alpha1.ObjectReference
 		reason, action, note string
 	}{
-		{st.pruned, EventPruned, "Prune", "Deleted objects that left the manifests"},
-		{st.recreated, EventRecreated, "Apply", "Deleted and re-created to change immutable fields"},
-		{st.drifted, EventDriftCorrected, "Apply", "Restored objects that drifted from the manifests"},
+		{st.applied.pruned, EventPruned, "Prune", "Deleted objects that left the manifests"},
+		{st.applied.recreated, EventRecreated, "Apply", "Deleted and re-created to change immutable fields"},
+		{st.applied.drifted, EventDriftCorrected, "Apply", "Restored objects that drifted from the manifests"},
 	} {
 		if len(list.refs) == 0 {
 			continue

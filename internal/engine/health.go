@@ -6,6 +6,9 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -16,6 +19,134 @@ import (
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 )
+
+// DefaultUpgradeTimeout is how long a new version may take to become Ready when
+// spec.upgrade.timeout is not set.
+const DefaultUpgradeTimeout = 10 * time.Minute
+
+// Event reasons of upgrades.
+const (
+	// EventRolledBack is recorded when a failed upgrade is rolled back.
+	EventRolledBack = "RolledBack"
+	// EventUpgradeFailed is recorded when an upgrade fails and rollback is disabled.
+	EventUpgradeFailed = "UpgradeFailed"
+)
+
+// health reads every child from the cache and computes kstatus. Ready turns True only
+// when every child is current for the generation that was just applied. While children
+// are not ready it tracks the upgrade timeout and, when it runs out, fails the upgrade
+// and asks for a rollback (pinVersion then resolves the last healthy version).
+func (r *Reconciler) health(ctx context.Context, st *reconcileState) outcome {
+	status := st.addon.GetAddonStatus()
+	generation := st.addon.GetGeneration()
+	waitForCache(ctx, r.client, st.applied.applied, cacheCatchUp)
+	h, err := checkHealth(ctx, r.client, status.Inventory, st.applied.applied)
+	if err != nil {
+		return failed(addonsv1alpha1.ReasonHealthCheckFailed, err)
+	}
+	now := time.Now()
+	if h.ready() {
+		status.LastHealthyVersion = st.resolved.Version
+		trackUpgrade(status, st.resolved.Version, now)
+		out := ready(fmt.Sprintf("%s %s is ready (%d objects)", st.resolved.Addon, st.resolved.Version, len(status.Inventory)))
+		return r.rolledBack(st, out)
+	}
+	// Degraded: it was Ready (or already degraded for this reason) and no spec change
+	// explains why it no longer is.
+	wasReady := meta.IsStatusConditionTrue(status.Conditions, addonsv1alpha1.ConditionReady)
+	if d := meta.FindStatusCondition(status.Conditions, addonsv1alpha1.ConditionDegraded); d != nil &&
+		d.Status == metav1.ConditionTrue && d.Reason == addonsv1alpha1.ReasonChildrenNotReady {
+		wasReady = true
+	}
+	remaining, expired := upgradeExpired(st, now)
+	var out outcome
+	switch {
+	case expired:
+		out = r.failUpgrade(st, h.message())
+	case remaining > 0:
+		out = progressing(addonsv1alpha1.ReasonChildrenNotReady, h.message()).after(remaining)
+	default:
+		out = progressing(addonsv1alpha1.ReasonChildrenNotReady, h.message())
+		if wasReady && status.ObservedGeneration == generation && st.wanted == "" {
+			out = out.withDegraded(addonsv1alpha1.ReasonChildrenNotReady, "was Ready, now "+h.message())
+		}
+	}
+	return r.rolledBack(st, out)
+}
+
+// rolledBack keeps Degraded with reason UpgradeFailed while a failed version is pinned
+// to the last healthy one.
+func (r *Reconciler) rolledBack(st *reconcileState, out outcome) outcome {
+	if st.wanted == "" {
+		return out
+	}
+	return out.withDegraded(addonsv1alpha1.ReasonUpgradeFailed,
+		fmt.Sprintf("upgrade to %s failed to become ready within %s; rolled back to %s. Change the spec to try again",
+			st.wanted, upgradeTimeout(st.addon), st.resolved.Version))
+}
+
+// upgradeTimeout returns spec.upgrade.timeout or the default.
+func upgradeTimeout(obj addonsv1alpha1.Addon) time.Duration {
+	if u := obj.GetAddonSpec().Upgrade; u != nil && u.Timeout != nil && u.Timeout.Duration > 0 {
+		return u.Timeout.Duration
+	}
+	return DefaultUpgradeTimeout
+}
+
+// trackUpgrade records when a version that is not yet known to be healthy was first
+// applied, so the health phase can tell when its upgrade timeout runs out.
+func trackUpgrade(status *addonsv1alpha1.AddonStatus, version string, now time.Time) {
+	if version == status.LastHealthyVersion {
+		if status.Upgrade != nil {
+			status.Upgrade.Version, status.Upgrade.StartedAt = "", nil
+			if status.Upgrade.FailedVersion == "" {
+				status.Upgrade = nil
+			}
+		}
+		return
+	}
+	if status.Upgrade == nil {
+		status.Upgrade = &addonsv1alpha1.UpgradeStatus{}
+	}
+	if status.Upgrade.Version != version || status.Upgrade.StartedAt == nil {
+		t := metav1.NewTime(now.Truncate(time.Second))
+		status.Upgrade.Version, status.Upgrade.StartedAt = version, &t
+	}
+}
+
+// upgradeExpired decides what happens when children are not ready. It returns how long
+// to wait before checking again, or true when the upgrade's timeout ran out.
+func upgradeExpired(st *reconcileState, now time.Time) (time.Duration, bool) {
+	status := st.addon.GetAddonStatus()
+	up := status.Upgrade
+	if up == nil || up.StartedAt == nil || up.Version != st.resolved.Version || status.LastHealthyVersion == "" {
+		return 0, false
+	}
+	remaining := upgradeTimeout(st.addon) - now.Sub(up.StartedAt.Time)
+	if remaining > 0 {
+		return remaining, false
+	}
+	return 0, true
+}
+
+// failUpgrade records a failed upgrade and, unless disabled, asks for a rollback.
+func (r *Reconciler) failUpgrade(st *reconcileState, notReady string) outcome {
+	status := st.addon.GetAddonStatus()
+	failedVersion := st.resolved.Version
+	status.Upgrade.FailedVersion, status.Upgrade.FailedGeneration = failedVersion, st.addon.GetGeneration()
+	status.Upgrade.Version, status.Upgrade.StartedAt = "", nil
+	timeout := upgradeTimeout(st.addon)
+	if rollbackEnabled(st.addon) {
+		msg := fmt.Sprintf("upgrade to %s did not become ready within %s (%s); rolling back to %s",
+			failedVersion, timeout, notReady, status.LastHealthyVersion)
+		r.event(st.addon, corev1.EventTypeWarning, EventRolledBack, "Rollback", "%s", msg)
+		return progressing(addonsv1alpha1.ReasonUpgradeFailed, msg).
+			withDegraded(addonsv1alpha1.ReasonUpgradeFailed, msg).after(time.Millisecond)
+	}
+	msg := fmt.Sprintf("upgrade to %s did not become ready within %s (%s); rollback is disabled", failedVersion, timeout, notReady)
+	r.event(st.addon, corev1.EventTypeWarning, EventUpgradeFailed, "Upgrade", "%s", msg)
+	return failedMessage(addonsv1alpha1.ReasonUpgradeFailed, msg)
+}
 
 // maxNotReadyInMessage bounds how many children a Ready message names.
 const maxNotReadyInMessage = 3

@@ -46,3 +46,12 @@ func ownedBy(labels map[string]string, kind string, owner types.NamespacedName) 
 	}
 	return true
 }
+
+// ownerOf formats the instance labels of an object as kind namespace/name, or "" when
+// kaddons does not manage it.
+func ownerOf(labels map[string]string) string {
+	if labels[LabelManagedBy] != ManagedByValue || labels[LabelName] == "" {
+		return ""
+	}
+	return labels[LabelKind] + " " + labels[LabelNamespace] + "/" + labels[LabelName]
+}

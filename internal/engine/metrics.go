@@ -2,7 +2,10 @@ package engine
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 )
 
 // Reconcile results reported by the reconciles metric.
@@ -56,4 +59,17 @@ func init() {
 func forgetInstance(kind, namespace, name string) {
 	addonReadyGauge.DeleteLabelValues(kind, namespace, name)
 	managedObjects.DeleteLabelValues(kind, namespace, name)
+}
+
+// recordMetrics updates the per-instance gauges and the drift counter.
+func (r *Reconciler) recordMetrics(obj addonsv1alpha1.Addon, st *reconcileState) {
+	ready := 0.0
+	if meta.IsStatusConditionTrue(obj.GetAddonStatus().Conditions, addonsv1alpha1.ConditionReady) {
+		ready = 1
+	}
+	addonReadyGauge.WithLabelValues(r.gvk.Kind, obj.GetNamespace(), obj.GetName()).Set(ready)
+	managedObjects.WithLabelValues(r.gvk.Kind, obj.GetNamespace(), obj.GetName()).Set(float64(len(obj.GetAddonStatus().Inventory)))
+	if len(st.applied.drifted) > 0 {
+		driftCorrections.WithLabelValues(r.gvk.Kind).Add(float64(len(st.applied.drifted)))
+	}
 }

@@ -7,13 +7,12 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative/pkg/manifest"
 )
 
 // Helpers for the typed-field transforms of add-on controllers.
 
 // FindObject returns the rendered object of kind and name, or nil.
-func FindObject(objects *manifest.Objects, kind, name string) *manifest.Object {
+func FindObject(objects *Objects, kind, name string) *Object {
 	for _, o := range objects.Items {
 		if o.Kind == kind && o.GetName() == name {
 			return o
@@ -24,7 +23,7 @@ func FindObject(objects *manifest.Objects, kind, name string) *manifest.Object {
 
 // MustFindObject returns the rendered object of kind and name, or an error naming it: a
 // typed field whose target is missing from the package is a packaging bug to report.
-func MustFindObject(objects *manifest.Objects, kind, name string) (*manifest.Object, error) {
+func MustFindObject(objects *Objects, kind, name string) (*Object, error) {
 	if o := FindObject(objects, kind, name); o != nil {
 		return o, nil
 	}
@@ -46,7 +45,7 @@ func ToUnstructuredValue(v any) (any, error) {
 }
 
 // MutateContainer calls fn with the container of the given name in o's pod template.
-func MutateContainer(o *manifest.Object, container string, fn func(c map[string]any) error) error {
+func MutateContainer(o *Object, container string, fn func(c map[string]any) error) error {
 	found := false
 	err := o.MutateContainers(func(c map[string]any) error {
 		if c["name"] != container {
@@ -78,7 +77,7 @@ type PodFields struct {
 }
 
 // ApplyPodFields applies f to the workload o, whose main container is container.
-func ApplyPodFields(o *manifest.Object, container string, f PodFields) error {
+func ApplyPodFields(o *Object, container string, f PodFields) error {
 	if f.Replicas != nil {
 		if err := o.SetNestedField(int64(*f.Replicas), "spec", "replicas"); err != nil {
 			return err
@@ -123,7 +122,7 @@ func ApplyPodFields(o *manifest.Object, container string, f PodFields) error {
 // o's container: every "name" or "name=..." entry is replaced by one "name=value" entry,
 // or a bare "name" when value is empty, at the place of the first; a flag the args do not
 // have yet is appended.
-func SetFlag(o *manifest.Object, container, name, value string) error {
+func SetFlag(o *Object, container, name, value string) error {
 	entry := name
 	if value != "" {
 		entry = name + "=" + value
@@ -152,10 +151,58 @@ func SetFlag(o *manifest.Object, container, name, value string) error {
 }
 
 // RemoveObject drops the rendered object of kind and name, and reports whether it was there.
-func RemoveObject(objects *manifest.Objects, kind, name string) bool {
+func RemoveObject(objects *Objects, kind, name string) bool {
 	n := len(objects.Items)
-	objects.Items = slices.DeleteFunc(objects.Items, func(o *manifest.Object) bool {
+	objects.Items = slices.DeleteFunc(objects.Items, func(o *Object) bool {
 		return o.Kind == kind && o.GetName() == name
 	})
 	return len(objects.Items) != n
+}
+
+// ReplaceInContainer rewrites, with replace, the values of the packaged defaults that
+// o's container carries in its args, command, env values and the hosts of its probes:
+// per-node agents (such as node-local-dns) spell their listen and upstream addresses
+// there.
+func ReplaceInContainer(o *Object, container string, replace *strings.Replacer) error {
+	return MutateContainer(o, container, func(c map[string]any) error {
+		for _, field := range []string{"args", "command"} {
+			values, _ := c[field].([]any)
+			for i, v := range values {
+				if s, ok := v.(string); ok {
+					values[i] = replace.Replace(s)
+				}
+			}
+		}
+		env, _ := c["env"].([]any)
+		for _, e := range env {
+			if m, ok := e.(map[string]any); ok {
+				if v, ok := m["value"].(string); ok {
+					m["value"] = replace.Replace(v)
+				}
+			}
+		}
+		for _, probe := range []string{"livenessProbe", "readinessProbe", "startupProbe"} {
+			p, _ := c[probe].(map[string]any)
+			if get, ok := p["httpGet"].(map[string]any); ok {
+				if host, ok := get["host"].(string); ok {
+					get["host"] = replace.Replace(host)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// ReplaceInData rewrites, with replace, the data entry key of the ConfigMap o, such as a
+// Corefile that spells packaged default addresses.
+func ReplaceInData(o *Object, key string, replace *strings.Replacer) error {
+	data, _, err := o.NestedStringMap("data")
+	if err != nil {
+		return err
+	}
+	value, ok := data[key]
+	if !ok {
+		return fmt.Errorf("%s %s has no data entry %q", o.Kind, o.GetName(), key)
+	}
+	return o.SetNestedField(replace.Replace(value), "data", key)
 }

@@ -5,13 +5,12 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative/pkg/manifest"
 )
 
 // deploymentWithArgs returns a Deployment whose container "main" has args.
-func deploymentWithArgs(t *testing.T, args ...any) *manifest.Object {
+func deploymentWithArgs(t *testing.T, args ...any) *Object {
 	t.Helper()
-	o, err := manifest.NewObject(&unstructured.Unstructured{Object: map[string]any{
+	o, err := newObject(&unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apps/v1", "kind": "Deployment", "metadata": map[string]any{"name": "app"},
 		"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
 			"containers": []any{map[string]any{"name": "main", "args": args}},
@@ -56,7 +55,7 @@ func TestSetFlag(t *testing.T) {
 }
 
 func TestRemoveObject(t *testing.T) {
-	objects := &manifest.Objects{Items: []*manifest.Object{deploymentWithArgs(t)}}
+	objects := &Objects{Items: []*Object{deploymentWithArgs(t)}}
 	if RemoveObject(objects, "Service", "app") {
 		t.Error("removed a Service that is not there")
 	}

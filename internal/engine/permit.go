@@ -21,21 +21,22 @@ type PermitRequest struct {
 // rule that refused it, or "" when it is permitted.
 type PermitFunc func(ctx context.Context, req PermitRequest) (refused string, err error)
 
-// permit asks Options.Permit whether the add-on may be applied. A refused add-on is
-// Stalled with reason NotPermitted; nothing of it is applied or pruned, and what runs
-// keeps running until an admin changes a policy or the add-on.
-func (r *Reconciler) permit(ctx context.Context, st *reconcileState) (bool, error) {
+// permit asks Options.Permit whether the add-on may be applied at the version resolve
+// chose (a rolled-back version included). A refused add-on is Stalled with reason
+// NotPermitted; nothing of it is applied or pruned, and what runs keeps running until an
+// admin changes a policy or the add-on.
+func (r *Reconciler) permit(ctx context.Context, st *reconcileState) outcome {
 	if r.opts.Permit == nil {
-		return false, nil
+		return proceed()
 	}
-	refused, err := r.opts.Permit(ctx, PermitRequest{Addon: st.addon, Channel: st.channel, Version: st.resolved.Version})
+	refusal, err := r.opts.Permit(ctx, PermitRequest{Addon: st.addon, Channel: st.channel, Version: st.resolved.Version})
 	if err != nil {
-		markFailed(st.addon.GetAddonStatus(), st.addon.GetGeneration(), addonsv1alpha1.ReasonNotPermitted, err.Error())
-		return true, fmt.Errorf("evaluating the add-on policies: %w", err)
+		out := failed(addonsv1alpha1.ReasonNotPermitted, fmt.Errorf("evaluating the add-on policies: %w", err))
+		out.message = err.Error()
+		return out
 	}
-	if refused != "" {
-		markStalled(st.addon.GetAddonStatus(), st.addon.GetGeneration(), addonsv1alpha1.ReasonNotPermitted, refused)
-		return true, nil
+	if refusal != "" {
+		return refused(addonsv1alpha1.ReasonNotPermitted, refusal)
 	}
-	return false, nil
+	return proceed()
 }

@@ -9,22 +9,30 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative/pkg/manifest"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 )
+
+// planResult is what plan decided.
+type planResult struct {
+	// skip is true when nothing needs to be written.
+	skip bool
+	// only, when not nil, limits the apply to the objects that drifted.
+	only map[addonsv1alpha1.ObjectReference]bool
+}
 
 // plan decides what needs to be written. When the inventory already holds exactly the
 // rendered objects and every one of them, read from the cache, still carries every field
 // the manifests set, the apply is skipped: a reconcile with unchanged inputs and no drift
 // makes no API request at all. When only some objects drifted, only those are applied.
-func (r *Reconciler) plan(ctx context.Context, st *reconcileState) (bool, error) {
+func (r *Reconciler) plan(ctx context.Context, st *reconcileState) outcome {
 	status := st.addon.GetAddonStatus()
-	if status.AppliedVersion != st.resolved.Version || !sameSet(status.Inventory, st.objects.Items) {
-		return false, nil
+	objects := st.rendered.objects.Items
+	if status.AppliedVersion != st.resolved.Version || !sameSet(status.Inventory, objects) {
+		return proceed()
 	}
 	drifted := map[addonsv1alpha1.ObjectReference]bool{}
-	for _, o := range st.objects.Items {
+	for _, o := range objects {
 		desired := o.UnstructuredObject()
 		live := &unstructured.Unstructured{}
 		live.SetGroupVersionKind(desired.GroupVersionKind())
@@ -34,7 +42,7 @@ func (r *Reconciler) plan(ctx context.Context, st *reconcileState) (bool, error)
 			continue
 		}
 		if err != nil {
-			return false, fmt.Errorf("reading %s from the cache: %w", refOf(desired), err)
+			return failed(addonsv1alpha1.ReasonApplyFailed, fmt.Errorf("reading %s from the cache: %w", refOf(desired), err))
 		}
 		switch live.GetAnnotations()[addonsv1alpha1.AnnotationMode] {
 		case addonsv1alpha1.ModeIgnore, addonsv1alpha1.ModeEnsureExists:
@@ -45,16 +53,15 @@ func (r *Reconciler) plan(ctx context.Context, st *reconcileState) (bool, error)
 		}
 	}
 	if len(drifted) == 0 {
-		st.skipApply = true
-		st.inventory = status.Inventory
-		return false, nil
+		st.plan = planResult{skip: true}
+		return proceed()
 	}
-	st.onlyApply = drifted
-	return false, nil
+	st.plan = planResult{only: drifted}
+	return proceed()
 }
 
 // sameSet reports whether the inventory lists exactly the rendered objects.
-func sameSet(inventory []addonsv1alpha1.ObjectReference, objects []*manifest.Object) bool {
+func sameSet(inventory []addonsv1alpha1.ObjectReference, objects []*Object) bool {
 	if len(inventory) != len(objects) {
 		return false
 	}

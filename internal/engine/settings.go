@@ -14,8 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative"
-	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative/pkg/manifest"
 )
 
 // Settings are the operator-wide settings every add-on reconcile reads: the part of the
@@ -96,21 +94,10 @@ func (s Settings) kindPaused(kind string) bool {
 	return slices.Contains(s.PausedKinds, kind)
 }
 
-type settingsKey struct{}
-
-func withSettings(ctx context.Context, s Settings) context.Context {
-	return context.WithValue(ctx, settingsKey{}, s)
-}
-
-func settingsFrom(ctx context.Context) Settings {
-	s, _ := ctx.Value(settingsKey{}).(Settings)
-	return s
-}
-
 // mirrorImages is the transform that points every container image of the rendered
 // workloads at the settings' registry mirror.
-func mirrorImages(ctx context.Context, _ declarative.DeclarativeObject, objects *manifest.Objects) error {
-	mirror := settingsFrom(ctx).RegistryMirror
+func mirrorImages(_ context.Context, in RenderInput, objects *Objects) error {
+	mirror := in.Settings.RegistryMirror
 	if mirror == "" {
 		return nil
 	}
@@ -134,7 +121,7 @@ func mirrorImages(ctx context.Context, _ declarative.DeclarativeObject, objects 
 
 // hasPodTemplate reports whether o holds containers: a Pod, a CronJob or an object with a
 // pod template (Deployment, DaemonSet, StatefulSet, Job, ...).
-func hasPodTemplate(o *manifest.Object) bool {
+func hasPodTemplate(o *Object) bool {
 	u := o.UnstructuredObject().Object
 	const spec = "spec"
 	for _, podSpec := range [][]string{

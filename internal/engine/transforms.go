@@ -12,26 +12,16 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/kubernetes/scheme"
-	addonv1alpha1 "sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/addon/pkg/apis/v1alpha1"
-	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative"
-	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative/pkg/manifest"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/internal/channels"
 )
 
-// ObjectTransform is KDP's object transform: it edits the rendered objects of one add-on.
-type ObjectTransform = declarative.ObjectTransform
-
 // ApplyPatches applies the add-on's spec.patches to the rendered objects. Unlike KDP's
 // ApplyPatches it refuses a patch that is malformed or that matches no object, so a typo
 // in a patch is reported instead of silently ignored.
-func ApplyPatches(_ context.Context, obj declarative.DeclarativeObject, objects *manifest.Objects) error {
-	patchable, ok := obj.(addonv1alpha1.Patchable)
-	if !ok {
-		return nil
-	}
-	for i, raw := range patchable.PatchSpec().Patches {
+func ApplyPatches(_ context.Context, in RenderInput, objects *Objects) error {
+	for i, raw := range patchesOf(in.Addon) {
 		patch, err := parsePatch(i, raw)
 		if err != nil {
 			return err
@@ -46,7 +36,7 @@ func ApplyPatches(_ context.Context, obj declarative.DeclarativeObject, objects 
 				return &channels.Error{Reason: addonsv1alpha1.ReasonInvalidPatch,
 					Message: fmt.Sprintf("patches[%d] (%s %s) cannot be applied", i, patch.GetKind(), patch.GetName()), Err: err}
 			}
-			newObj, err := manifest.NewObject(patched)
+			newObj, err := newObject(patched)
 			if err != nil {
 				return err
 			}
@@ -89,7 +79,7 @@ func parsePatch(i int, raw *runtime.RawExtension) (*unstructured.Unstructured, e
 
 // patchMatches reports whether patch targets o. A patch without a namespace matches the
 // object of that name in whatever namespace the add-on renders to.
-func patchMatches(patch *unstructured.Unstructured, o *manifest.Object) bool {
+func patchMatches(patch *unstructured.Unstructured, o *Object) bool {
 	if patch.GroupVersionKind() != o.GroupVersionKind() || patch.GetName() != o.GetName() {
 		return false
 	}
@@ -179,14 +169,10 @@ func mergeValue(base, patch any) any {
 // RBAC and pinned objects. Instances in different namespaces then do not fight over one
 // ClusterRole.
 func setNamespace(mapper meta.RESTMapper, def Definition) ObjectTransform {
-	return func(_ context.Context, obj declarative.DeclarativeObject, objects *manifest.Objects) error {
-		addon, ok := obj.(addonsv1alpha1.Addon)
-		if !ok {
-			return fmt.Errorf("%T is not an add-on", obj)
-		}
+	return func(_ context.Context, in RenderInput, objects *Objects) error {
 		p := placement{
-			namespace:       def.TargetNamespace(addon),
-			own:             addon.GetNamespace(),
+			namespace:       in.TargetNamespace,
+			own:             in.Addon.GetNamespace(),
 			serviceAccounts: map[string]bool{},
 			services:        map[string]bool{},
 			renamedRoles:    map[string]string{},
@@ -239,7 +225,7 @@ type placement struct {
 
 // place sets the namespace or name of one object of the given scope, and reports whether
 // the object stays in the rendered set.
-func (p *placement) place(o *manifest.Object, scope meta.RESTScopeName) (bool, error) {
+func (p *placement) place(o *Object, scope meta.RESTScopeName) (bool, error) {
 	gvk := o.GroupVersionKind()
 	switch {
 	case gvk.Group == "" && gvk.Kind == kindNamespace:
@@ -260,7 +246,7 @@ func (p *placement) place(o *manifest.Object, scope meta.RESTScopeName) (bool, e
 }
 
 // relink points references between the package's objects at where place put them.
-func (p *placement) relink(o *manifest.Object) error {
+func (p *placement) relink(o *Object) error {
 	gvk := o.GroupVersionKind()
 	switch {
 	case gvk.Group == rbacGroup && (gvk.Kind == kindRoleBinding || gvk.Kind == kindClusterRoleBinding):
@@ -273,7 +259,7 @@ func (p *placement) relink(o *manifest.Object) error {
 
 // retargetService points the Service reference at fields (an APIService's spec.service)
 // at namespace ns when it names one of the package's services, which moved there.
-func retargetService(o *manifest.Object, services map[string]bool, ns string, fields ...string) error {
+func retargetService(o *Object, services map[string]bool, ns string, fields ...string) error {
 	u := o.UnstructuredObject()
 	name, _, _ := unstructured.NestedString(u.Object, append(fields, "name")...)
 	if !services[name] {
@@ -284,7 +270,7 @@ func retargetService(o *manifest.Object, services map[string]bool, ns string, fi
 
 // packagedScopes returns the scope of every kind that a CustomResourceDefinition of the
 // package defines: those kinds are unknown to the API server until the CRD is applied.
-func packagedScopes(objects *manifest.Objects) map[schema.GroupKind]meta.RESTScopeName {
+func packagedScopes(objects *Objects) map[schema.GroupKind]meta.RESTScopeName {
 	scopes := map[schema.GroupKind]meta.RESTScopeName{}
 	for _, o := range objects.Items {
 		if o.Kind != "CustomResourceDefinition" || o.Group != "apiextensions.k8s.io" {
@@ -334,7 +320,7 @@ func isClusterRBAC(gvk schema.GroupVersionKind) bool {
 
 // rebind points the ServiceAccount subjects that name an account of the package at
 // namespace ns, and a roleRef to a renamed ClusterRole at its new name.
-func rebind(o *manifest.Object, serviceAccounts map[string]bool, renamed map[string]string, ns string) error {
+func rebind(o *Object, serviceAccounts map[string]bool, renamed map[string]string, ns string) error {
 	u := o.UnstructuredObject()
 	if kind, _, _ := unstructured.NestedString(u.Object, "roleRef", "kind"); kind == kindClusterRole {
 		name, _, _ := unstructured.NestedString(u.Object, "roleRef", "name")

@@ -238,7 +238,7 @@ func TestDelete(t *testing.T) {
 // killed, the other takes over and reconciles.
 func TestLeaderElection(t *testing.T) {
 	if !managerHasFlag("leader-election-namespace") {
-		t.Skip("the manager has no --leader-election-namespace flag: outside a cluster controller-runtime " +
+		t.Fatal("the manager has no --leader-election-namespace flag: outside a cluster controller-runtime " +
 			"cannot find a namespace for the leader election Lease (it reads the in-cluster service-account " +
 			"namespace file), so --leader-elect cannot work when the manager runs on the host")
 	}

@@ -5,7 +5,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative/pkg/manifest"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 )
@@ -15,7 +14,7 @@ func TestRenderCache(t *testing.T) {
 	addon := func(uid types.UID, generation int64) *addonsv1alpha1.CoreDNS {
 		return &addonsv1alpha1.CoreDNS{ObjectMeta: metav1.ObjectMeta{UID: uid, Generation: generation}}
 	}
-	objects := &manifest.Objects{}
+	objects := &Objects{}
 	for _, tc := range []struct {
 		name     string
 		lookup   *addonsv1alpha1.CoreDNS

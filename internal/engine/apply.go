@@ -1,0 +1,602 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+)
+
+// Apply stages. Objects are applied stage by stage so that what others depend on exists
+// first; deletes run in the reverse order.
+const (
+	stageCRDs = iota
+	stageNamespaces
+	stageConfig
+	stageBindings
+	stageWorkloads
+	stageAPIEndpoints
+)
+
+// stageOf returns the apply stage of a kind.
+func stageOf(group, kind string) int {
+	switch {
+	case kind == "CustomResourceDefinition" && group == "apiextensions.k8s.io":
+		return stageCRDs
+	case kind == "Namespace" && group == "":
+		return stageNamespaces
+	case group == rbacGroup && (kind == kindRoleBinding || kind == kindClusterRoleBinding):
+		// A binding is checked against the role it grants, which must exist first.
+		return stageBindings
+	case group == rbacGroup,
+		group == "" && (kind == kindServiceAccount || kind == "ConfigMap" || kind == "Secret" ||
+			kind == "ResourceQuota" || kind == "LimitRange"),
+		group == "scheduling.k8s.io", group == "networking.k8s.io" && kind == "NetworkPolicy":
+		return stageConfig
+	case group == apiRegistrationGroup,
+		group == "admissionregistration.k8s.io":
+		return stageAPIEndpoints
+	default:
+		return stageWorkloads
+	}
+}
+
+// applyConcurrency bounds the parallel writes within one stage.
+const applyConcurrency = 4
+
+// waitTimeout bounds the applier's waits: for a CRD of the package to be served, and for
+// an object being re-created to be gone.
+const waitTimeout = 30 * time.Second
+
+// apply hands the rendered objects, with owner references, to the applier: staged
+// server-side apply with inventory prune. It records the new inventory and the applied
+// version in the status, and maps a failure to its condition through applyFailures. The
+// engine calls its own applier rather than KDP's Reconcile, which would render the
+// package a second time and GET every object uncached.
+func (r *Reconciler) apply(ctx context.Context, st *reconcileState) outcome {
+	if st.plan.skip {
+		log.FromContext(ctx).V(1).Info("Nothing to apply: the cache matches the manifests")
+		return proceed()
+	}
+	status := st.addon.GetAddonStatus()
+	generation := st.addon.GetGeneration()
+	req := applyRequest{
+		objects:  r.withOwnerReferences(st.addon, st.rendered.objects),
+		previous: status.Inventory,
+		only:     st.plan.only,
+		kind:     r.gvk.Kind,
+		owner:    types.NamespacedName{Namespace: st.addon.GetNamespace(), Name: st.addon.GetName()},
+		inputsChanged: status.ObservedGeneration != generation || status.AppliedVersion != st.resolved.Version ||
+			len(status.Inventory) == 0,
+	}
+	if up := st.addon.GetAddonSpec().Upgrade; up != nil {
+		req.recreateOnImmutable = up.RecreateOnImmutable
+	}
+	res, err := r.applier.apply(ctx, req)
+	st.applied = res
+	if res.inventory != nil {
+		status.Inventory = res.inventory
+	}
+	if err != nil {
+		return applyOutcome(err)
+	}
+	recordApplied(status, generation, st.resolved.Version, time.Now())
+	return proceed()
+}
+
+// withOwnerReferences returns copies of the rendered objects (the render cache's copies
+// stay untouched) with the add-on as controller owner of those in its own namespace: a
+// namespaced owner cannot own cluster-scoped objects or objects in other namespaces,
+// which the inventory and the finalizer clean up instead.
+func (r *Reconciler) withOwnerReferences(addon addonsv1alpha1.Addon, objects *Objects) []*unstructured.Unstructured {
+	owner := []any{map[string]any{
+		"apiVersion": r.gvk.GroupVersion().String(), "kind": r.gvk.Kind,
+		"name": addon.GetName(), "uid": string(addon.GetUID()),
+		"controller": true, "blockOwnerDeletion": true,
+	}}
+	out := make([]*unstructured.Unstructured, 0, len(objects.Items))
+	for _, o := range objects.Items {
+		u := o.UnstructuredObject().DeepCopy()
+		if u.GetNamespace() != "" && u.GetNamespace() == addon.GetNamespace() {
+			// metadata is a map in every parsed object, so this cannot fail.
+			_ = unstructured.SetNestedSlice(u.Object, owner, "metadata", "ownerReferences")
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+// applier applies rendered objects: staged server-side apply with the kaddons field
+// manager, followed by an inventory-based prune. It replaces KDP's appliers, which apply
+// client-side or prune by label selector (see docs/architecture.md).
+type applier struct {
+	client client.Client
+	reader client.Reader
+}
+
+// applyRequest is what one apply works on.
+type applyRequest struct {
+	// objects are the rendered objects, owner references included, in apply order.
+	objects []*unstructured.Unstructured
+	// previous is the inventory of the last apply: what may be pruned.
+	previous []addonsv1alpha1.ObjectReference
+	// only, when not nil, limits the writes to these objects (the drifted ones).
+	only map[addonsv1alpha1.ObjectReference]bool
+	// owner is the add-on's kind and namespace/name, as the instance labels carry them.
+	kind  string
+	owner types.NamespacedName
+	// inputsChanged is true when the generation or version differs from the last apply,
+	// so that changed objects count as updated rather than drifted.
+	inputsChanged bool
+	// recreateOnImmutable lets apply delete and re-create an object to change an
+	// immutable field.
+	recreateOnImmutable bool
+}
+
+// applyResult is what one apply did. After a failed apply it still holds everything
+// written so far and the inventory that covers it.
+type applyResult struct {
+	// applied maps each object written to its generation right after the write.
+	applied map[addonsv1alpha1.ObjectReference]int64
+	// inventory is the inventory to record: after a partial apply or prune it also keeps
+	// every object that may still exist.
+	inventory []addonsv1alpha1.ObjectReference
+	// pruned lists the objects deleted because they left the manifests.
+	pruned []addonsv1alpha1.ObjectReference
+	// drifted lists the objects an apply changed although the add-on's inputs did not.
+	drifted []addonsv1alpha1.ObjectReference
+	// recreated lists objects deleted and re-created to change immutable fields.
+	recreated []addonsv1alpha1.ObjectReference
+}
+
+// ownerKey formats the request's owner the way ownerOf formats a child's owner.
+func (req applyRequest) ownerKey() string {
+	return ownerOf(instanceLabels(req.kind, req.owner))
+}
+
+// apply writes req's objects stage by stage and prunes what left the inventory. Its
+// errors are typed: *conflictError, *modeError, *immutableError, *pruneError, and
+// *writeError for anything else the API server refused.
+func (a *applier) apply(ctx context.Context, req applyRequest) (applyResult, error) {
+	res := applyResult{applied: map[addonsv1alpha1.ObjectReference]int64{}}
+	stages := map[int][]*unstructured.Unstructured{}
+	for _, u := range req.objects {
+		s := stageOf(u.GroupVersionKind().Group, u.GetKind())
+		stages[s] = append(stages[s], u)
+	}
+	skip, external, live, err := a.handedOver(ctx, req)
+	if err != nil {
+		return res, err
+	}
+	desired := make([]addonsv1alpha1.ObjectReference, 0, len(req.objects))
+	for s := stageCRDs; s <= stageAPIEndpoints; s++ {
+		for _, u := range stages[s] {
+			if ref := refOf(u); !external[ref] {
+				desired = append(desired, ref)
+			}
+		}
+	}
+	for s := range stages {
+		stages[s] = slices.DeleteFunc(stages[s], func(u *unstructured.Unstructured) bool {
+			ref := refOf(u)
+			return skip[ref] || (req.only != nil && !req.only[ref])
+		})
+	}
+	w := &stageWriter{applier: a, req: req, live: live, res: &res}
+	for s := stageCRDs; s <= stageAPIEndpoints; s++ {
+		err := w.applyStage(ctx, stages[s])
+		if err == nil && s == stageCRDs && len(stages[s]) > 0 {
+			err = a.waitEstablished(ctx, stages[s])
+		}
+		if err != nil {
+			// Keep everything we may have created in the inventory, and prune nothing:
+			// a partial apply must never delete what is still running.
+			res.inventory = mergeInventory(req.previous, desired, res.applied)
+			return res, err
+		}
+	}
+	res.inventory = desired
+
+	stale := slices.DeleteFunc(staleObjects(req.previous, desired), func(ref addonsv1alpha1.ObjectReference) bool {
+		return a.ignored(ctx, ref)
+	})
+	pruned, err := deleteObjects(ctx, a.client, a.reader, stale, req.kind, req.owner)
+	res.pruned = pruned
+	if err != nil {
+		// What could not be deleted stays in the inventory so the next reconcile retries.
+		res.inventory = mergeInventory(staleObjects(stale, pruned), desired, nil)
+		return res, &pruneError{err: err}
+	}
+	return res, nil
+}
+
+// liveInfo is the cached state of one child before an apply.
+type liveInfo struct {
+	exists          bool
+	resourceVersion string
+	generation      int64
+}
+
+// handedOver returns the objects kaddons must not write this time: those whose live copy
+// (or rendered manifest) carries mode ignore, and those with mode ensure-exists that
+// already exist. It also returns the external objects, which are neither written nor
+// recorded in the inventory: Namespaces that existed before the add-on; and what the
+// cache knew of each object. An unknown mode is a *modeError naming the object, and an
+// object another add-on owns a *conflictError.
+func (a *applier) handedOver(ctx context.Context, req applyRequest) (skip, external map[addonsv1alpha1.ObjectReference]bool,
+	live map[addonsv1alpha1.ObjectReference]liveInfo, _ error) {
+	skip, external = map[addonsv1alpha1.ObjectReference]bool{}, map[addonsv1alpha1.ObjectReference]bool{}
+	live = map[addonsv1alpha1.ObjectReference]liveInfo{}
+	for _, u := range req.objects {
+		ref := refOf(u)
+		mode := u.GetAnnotations()[addonsv1alpha1.AnnotationMode]
+		exists := false
+		cached := &unstructured.Unstructured{}
+		cached.SetGroupVersionKind(ref.GroupVersionKind())
+		err := a.client.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, cached)
+		if apierrors.IsNotFound(err) && ref.Group == "" && ref.Kind == kindNamespace {
+			// The cache holds only managed objects. A Namespace that exists unmanaged
+			// holds things that are not the add-on's: use it, never adopt or delete it.
+			switch ok, err := a.existsUnmanaged(ctx, ref); {
+			case err != nil:
+				return nil, nil, nil, &writeError{err: err}
+			case ok:
+				external[ref], skip[ref] = true, true
+				continue
+			}
+		}
+		switch {
+		case err == nil:
+			exists = true
+			if owner := ownerOf(cached.GetLabels()); owner != "" && owner != req.ownerKey() {
+				return nil, nil, nil, &conflictError{ref: ref, owner: owner}
+			}
+			live[ref] = liveInfo{exists: true, resourceVersion: cached.GetResourceVersion(), generation: cached.GetGeneration()}
+			if m, ok := cached.GetAnnotations()[addonsv1alpha1.AnnotationMode]; ok {
+				mode = m
+			}
+		case !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err):
+			// A kind the package's own CRD defines is not served yet: nothing exists.
+			return nil, nil, nil, &writeError{err: fmt.Errorf("reading %s: %w", ref, err)}
+		}
+		switch mode {
+		case "":
+		case addonsv1alpha1.ModeIgnore:
+			skip[ref] = true
+		case addonsv1alpha1.ModeEnsureExists:
+			skip[ref] = exists
+		default:
+			return nil, nil, nil, &modeError{ref: ref, mode: mode}
+		}
+	}
+	return skip, external, live, nil
+}
+
+// existsUnmanaged reads ref from the API server, past the label-filtered cache, and
+// reports whether it exists without kaddons' labels.
+func (a *applier) existsUnmanaged(ctx context.Context, ref addonsv1alpha1.ObjectReference) (bool, error) {
+	live := &metav1.PartialObjectMetadata{}
+	live.SetGroupVersionKind(ref.GroupVersionKind())
+	err := a.reader.Get(ctx, types.NamespacedName{Name: ref.Name}, live)
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("reading %s: %w", ref, err)
+	}
+	return ownerOf(live.GetLabels()) == "", nil
+}
+
+// conflictError reports a rendered object that another add-on owns.
+type conflictError struct {
+	ref   addonsv1alpha1.ObjectReference
+	owner string
+}
+
+func (e *conflictError) Error() string {
+	return fmt.Sprintf("%s already exists and belongs to %s; kaddons does not take it over", e.ref, e.owner)
+}
+
+// modeError reports a child with an unknown addons.kaddons.dev/mode annotation.
+type modeError struct {
+	ref  addonsv1alpha1.ObjectReference
+	mode string
+}
+
+func (e *modeError) Error() string {
+	return fmt.Sprintf("%s has annotation %s=%q; use %q or %q", e.ref, addonsv1alpha1.AnnotationMode, e.mode,
+		addonsv1alpha1.ModeEnsureExists, addonsv1alpha1.ModeIgnore)
+}
+
+// pruneError reports objects that left the manifests but could not be deleted.
+type pruneError struct{ err error }
+
+func (e *pruneError) Error() string { return e.err.Error() }
+func (e *pruneError) Unwrap() error { return e.err }
+
+// writeError reports a write (or a read it needs) that the API server refused.
+type writeError struct{ err error }
+
+func (e *writeError) Error() string { return e.err.Error() }
+func (e *writeError) Unwrap() error { return e.err }
+
+// applyFailures maps each typed apply error to its condition: the one table of apply
+// failure reasons. The first entry whose error type matches wins.
+var applyFailures = []struct {
+	is       func(error) bool
+	class    conditionClass
+	reason   string
+	terminal bool
+}{
+	{is: errorIs[*conflictError], class: classStalled, reason: addonsv1alpha1.ReasonOwnershipConflict, terminal: true},
+	{is: errorIs[*modeError], class: classStalled, reason: addonsv1alpha1.ReasonInvalidMode, terminal: true},
+	// Retrying cannot help: the spec must change or opt in to re-creation.
+	{is: errorIs[*immutableError], class: classFailed, reason: addonsv1alpha1.ReasonImmutableField, terminal: true},
+	{is: errorIs[*pruneError], class: classFailed, reason: addonsv1alpha1.ReasonPruneFailed},
+}
+
+// errorIs reports whether err wraps an error of type T.
+func errorIs[T error](err error) bool {
+	var target T
+	return errors.As(err, &target)
+}
+
+// applyOutcome maps an apply error to its outcome through applyFailures; anything else
+// is ApplyFailed and retried.
+func applyOutcome(err error) outcome {
+	for _, f := range applyFailures {
+		if f.is(err) {
+			return outcome{stop: true, class: f.class, reason: f.reason, message: err.Error(), err: err, terminal: f.terminal}
+		}
+	}
+	return failed(addonsv1alpha1.ReasonApplyFailed, err)
+}
+
+// ignored reports whether the live object carries mode ignore, which keeps kaddons from
+// pruning or deleting it.
+func (a *applier) ignored(ctx context.Context, ref addonsv1alpha1.ObjectReference) bool {
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(ref.GroupVersionKind())
+	if err := a.client.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, live); err != nil {
+		return false
+	}
+	return live.GetAnnotations()[addonsv1alpha1.AnnotationMode] == addonsv1alpha1.ModeIgnore
+}
+
+// stageWriter applies the stages of one request and collects their results.
+type stageWriter struct {
+	*applier
+	req  applyRequest
+	live map[addonsv1alpha1.ObjectReference]liveInfo
+	mu   sync.Mutex
+	res  *applyResult
+}
+
+// applyStage server-side applies one stage's objects with bounded concurrency.
+func (w *stageWriter) applyStage(ctx context.Context, objects []*unstructured.Unstructured) error {
+	var (
+		errs []error
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, applyConcurrency)
+	)
+	for _, o := range objects {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(o *unstructured.Unstructured) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			u := o.DeepCopy()
+			ref := refOf(u)
+			recreated, err := w.applyOne(ctx, u)
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if recreated {
+				w.res.recreated = append(w.res.recreated, ref)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("applying %s: %w", ref, err))
+				return
+			}
+			w.res.applied[ref] = u.GetGeneration()
+			if !w.req.inputsChanged && drifted(w.live[ref], u) {
+				w.res.drifted = append(w.res.drifted, ref)
+			}
+		}(o)
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		if errorIs[*immutableError](err) {
+			return err
+		}
+		return &writeError{err: err}
+	}
+	return nil
+}
+
+// applyOne server-side applies one object and reports whether it had to be re-created.
+func (w *stageWriter) applyOne(ctx context.Context, u *unstructured.Unstructured) (bool, error) {
+	err := w.applyRetryingBindings(ctx, u)
+	fields := immutableFields(err)
+	if fields == "" {
+		return false, err
+	}
+	ref := refOf(u)
+	if !w.req.recreateOnImmutable {
+		return false, &immutableError{ref: ref, fields: fields, err: err}
+	}
+	log.FromContext(ctx).Info("Re-creating object to change immutable fields", "object", ref.String(), "fields", fields)
+	if err := w.recreate(ctx, u); err != nil {
+		return false, fmt.Errorf("re-creating %s to change %s: %w", ref, fields, err)
+	}
+	return true, w.applyRetryingBindings(ctx, u)
+}
+
+// bindingRetryTimeout bounds the retries of a binding whose role the API server's RBAC
+// cache has not seen yet.
+const bindingRetryTimeout = 10 * time.Second
+
+// immutableError reports an apply refused because it changes immutable fields.
+type immutableError struct {
+	ref    addonsv1alpha1.ObjectReference
+	fields string
+	err    error
+}
+
+func (e *immutableError) Error() string {
+	return fmt.Sprintf("the new manifest changes %s, which cannot be changed in place; "+
+		"set spec.upgrade.recreateOnImmutable to let kaddons delete and re-create %s", e.fields, e.ref)
+}
+
+func (e *immutableError) Unwrap() error { return e.err }
+
+// immutableFields returns the fields an Invalid error says are immutable, or "".
+func immutableFields(err error) string {
+	var apiStatus apierrors.APIStatus
+	if err == nil || !apierrors.IsInvalid(err) || !errors.As(err, &apiStatus) {
+		return ""
+	}
+	var fields []string
+	if details := apiStatus.Status().Details; details != nil {
+		for _, c := range details.Causes {
+			if strings.Contains(c.Message, "immutable") {
+				fields = append(fields, c.Field)
+			}
+		}
+	}
+	if len(fields) == 0 && strings.Contains(err.Error(), "field is immutable") {
+		fields = append(fields, "an immutable field")
+	}
+	return strings.Join(fields, ", ")
+}
+
+// recreate deletes the live object and waits until it is gone.
+func (a *applier) recreate(ctx context.Context, u *unstructured.Unstructured) error {
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(u.GroupVersionKind())
+	live.SetNamespace(u.GetNamespace())
+	live.SetName(u.GetName())
+	if err := a.client.Delete(ctx, live, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+		return err
+	}
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
+		err := a.reader.Get(ctx, types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}, live.DeepCopy())
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+}
+
+// applyRetryingBindings server-side applies u, retrying a binding briefly on NotFound.
+func (a *applier) applyRetryingBindings(ctx context.Context, u *unstructured.Unstructured) error {
+	applyOnce := func() error {
+		return a.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
+			client.FieldOwner(FieldManager), client.ForceOwnership)
+	}
+	if stageOf(u.GroupVersionKind().Group, u.GetKind()) != stageBindings {
+		return applyOnce()
+	}
+	var err error
+	_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, bindingRetryTimeout, true, func(context.Context) (bool, error) {
+		err = applyOnce()
+		return !apierrors.IsNotFound(err), nil
+	})
+	return err
+}
+
+// waitEstablished waits until the CRDs of the package are served, so that custom
+// resources of the same package can be applied right after.
+func (a *applier) waitEstablished(ctx context.Context, crds []*unstructured.Unstructured) error {
+	for _, o := range crds {
+		name := o.GetName()
+		err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, waitTimeout, true,
+			func(ctx context.Context) (bool, error) {
+				crd := &unstructured.Unstructured{}
+				crd.SetGroupVersionKind(o.GroupVersionKind())
+				if err := a.reader.Get(ctx, types.NamespacedName{Name: name}, crd); err != nil {
+					return false, client.IgnoreNotFound(err)
+				}
+				res, err := status.Compute(crd)
+				if err != nil {
+					return false, err
+				}
+				return res.Status == status.CurrentStatus, nil
+			})
+		if err != nil {
+			return fmt.Errorf("CustomResourceDefinition %s is not established: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// drifted reports whether applying unchanged manifests changed the object: it was
+// missing, its spec generation moved, or (for kinds without a generation, such as
+// ConfigMaps) its resource version moved.
+func drifted(before liveInfo, after *unstructured.Unstructured) bool {
+	switch {
+	case !before.exists:
+		return true
+	case after.GetGeneration() != 0:
+		return after.GetGeneration() != before.generation
+	default:
+		return after.GetResourceVersion() != before.resourceVersion
+	}
+}
+
+// refOf returns the inventory reference of u.
+func refOf(u *unstructured.Unstructured) addonsv1alpha1.ObjectReference {
+	gvk := u.GroupVersionKind()
+	return addonsv1alpha1.ObjectReference{
+		Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind,
+		Namespace: u.GetNamespace(), Name: u.GetName(),
+	}
+}
+
+// sameObject compares references ignoring the API version, which may change between
+// package versions without making it another object.
+func sameObject(x, y addonsv1alpha1.ObjectReference) bool {
+	return x.Group == y.Group && x.Kind == y.Kind && x.Namespace == y.Namespace && x.Name == y.Name
+}
+
+// staleObjects returns the entries of previous that desired no longer contains.
+func staleObjects(previous, desired []addonsv1alpha1.ObjectReference) []addonsv1alpha1.ObjectReference {
+	var stale []addonsv1alpha1.ObjectReference
+	for _, p := range previous {
+		if !slices.ContainsFunc(desired, func(d addonsv1alpha1.ObjectReference) bool { return sameObject(p, d) }) {
+			stale = append(stale, p)
+		}
+	}
+	return stale
+}
+
+// mergeInventory returns desired plus the entries of extra it lacks. When applied is not
+// nil, desired entries count only if they were applied.
+func mergeInventory(extra, desired []addonsv1alpha1.ObjectReference,
+	applied map[addonsv1alpha1.ObjectReference]int64) []addonsv1alpha1.ObjectReference {
+	var out []addonsv1alpha1.ObjectReference
+	for _, d := range desired {
+		if _, ok := applied[d]; applied == nil || ok {
+			out = append(out, d)
+		}
+	}
+	for _, e := range extra {
+		if !slices.ContainsFunc(out, func(o addonsv1alpha1.ObjectReference) bool { return sameObject(o, e) }) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func ptrTo[T any](v T) *T { return &v }

@@ -1,0 +1,52 @@
+package engine
+
+import (
+	"path/filepath"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	"github.com/kaddons/kaddons/internal/channels"
+)
+
+// testScheme knows the core kinds and the add-on kinds.
+func testScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := addonsv1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// testReconciler returns a CoreDNS-kind reconciler over a fake client holding objs, with
+// the repository's channels.
+func testReconciler(t *testing.T, opts Options, objs ...client.Object) (*Reconciler, client.Client) {
+	t.Helper()
+	s := testScheme(t)
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).WithStatusSubresource(&addonsv1alpha1.CoreDNS{}).Build()
+	if opts.Source == nil {
+		opts.Source = channels.NewSource(filepath.Join("..", "..", "channels"), "")
+	}
+	def := Definition{
+		Prototype: &addonsv1alpha1.CoreDNS{},
+		Children: []schema.GroupVersionKind{
+			corev1.SchemeGroupVersion.WithKind("ConfigMap"), appsv1.SchemeGroupVersion.WithKind("Deployment"),
+		},
+	}
+	r, err := NewWithClients(def, opts, Clients{Client: c, Reader: c, Scheme: s, Mapper: c.RESTMapper()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, c
+}

@@ -1,0 +1,142 @@
+package engine
+
+import (
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+)
+
+// conditionClass says which conditions an outcome sets. Each class has one setter in
+// conditions.go.
+type conditionClass int
+
+const (
+	// classNone leaves the conditions as they are.
+	classNone conditionClass = iota
+	// classReady: every child is applied and healthy.
+	classReady
+	// classProgressing: applying, rolling out, or waiting for something that will come.
+	classProgressing
+	// classPaused: reconciliation is suspended.
+	classPaused
+	// classFailed: a failure kaddons retries with back-off (or, when terminal, one only a
+	// spec change can fix while what runs is left changed, such as an immutable field).
+	classFailed
+	// classStalled: a configuration error that needs a human; nothing was applied.
+	classStalled
+)
+
+// outcome is what a phase returns: continue (the zero value), or stop with a condition
+// class, a reason, a message and possibly an error.
+type outcome struct {
+	// stop ends the reconcile after this phase.
+	stop bool
+	// class, reason and message are the conditions to set.
+	class   conditionClass
+	reason  string
+	message string
+	// err is returned to controller-runtime: retried with back-off unless terminal.
+	err      error
+	terminal bool
+	// degraded, when set, marks Degraded on top of the class's conditions.
+	degraded *conditionNote
+	// requeueAfter asks for another reconcile, e.g. when an upgrade's timeout runs out.
+	requeueAfter time.Duration
+}
+
+// conditionNote is a reason and a message for one extra condition.
+type conditionNote struct{ reason, message string }
+
+// proceed lets the next phase run.
+func proceed() outcome { return outcome{} }
+
+// ready ends the reconcile with Ready=True.
+func ready(message string) outcome {
+	return outcome{stop: true, class: classReady, reason: addonsv1alpha1.ReasonReconciled, message: message}
+}
+
+// progressing ends the reconcile with Progressing=True: it waits for something that
+// will happen without a spec change.
+func progressing(reason, message string) outcome {
+	return outcome{stop: true, class: classProgressing, reason: reason, message: message}
+}
+
+// paused ends the reconcile with the Paused reason.
+func paused(message string) outcome {
+	return outcome{stop: true, class: classPaused, reason: addonsv1alpha1.ReasonPaused, message: message}
+}
+
+// failed ends the reconcile with Degraded=True and err, retried with back-off.
+func failed(reason string, err error) outcome {
+	return outcome{stop: true, class: classFailed, reason: reason, message: err.Error(), err: err}
+}
+
+// failedMessage is failed with a message of its own for the condition.
+func failedMessage(reason, message string) outcome {
+	return outcome{stop: true, class: classFailed, reason: reason, message: message}
+}
+
+// stalled ends the reconcile with Stalled=True and a terminal err: only a change of the
+// spec, the channels or a policy can help, and each of those triggers a reconcile.
+func stalled(reason string, err error) outcome {
+	return outcome{stop: true, class: classStalled, reason: reason, message: err.Error(), err: err, terminal: true}
+}
+
+// refused ends the reconcile with Stalled=True and no error: a policy refused the
+// add-on, and a policy change reconciles it again.
+func refused(reason, message string) outcome {
+	return outcome{stop: true, class: classStalled, reason: reason, message: message}
+}
+
+// asTerminal makes the outcome's error terminal.
+func (o outcome) asTerminal() outcome {
+	o.terminal = true
+	return o
+}
+
+// withDegraded adds Degraded=True with its own reason and message.
+func (o outcome) withDegraded(reason, message string) outcome {
+	o.degraded = &conditionNote{reason: reason, message: message}
+	return o
+}
+
+// after asks for another reconcile after d.
+func (o outcome) after(d time.Duration) outcome {
+	o.requeueAfter = d
+	return o
+}
+
+// summarize is the one place that turns a reconcile's outcome into conditions, and into
+// the error controller-runtime sees: terminal errors are not retried, others are.
+func (r *Reconciler) summarize(st *reconcileState, out outcome) error {
+	setConditions(st.addon.GetAddonStatus(), st.addon.GetGeneration(), out)
+	if out.err == nil {
+		return nil
+	}
+	if out.terminal {
+		return reconcile.TerminalError(out.err)
+	}
+	return out.err
+}
+
+// setConditions sets the conditions of out's class on s.
+func setConditions(s *addonsv1alpha1.AddonStatus, generation int64, out outcome) {
+	switch out.class {
+	case classReady:
+		markReady(s, generation, out.message)
+	case classProgressing:
+		markProgressing(s, generation, out.reason, out.message)
+	case classPaused:
+		markPaused(s, generation, out.message)
+	case classFailed:
+		markFailed(s, generation, out.reason, out.message)
+	case classStalled:
+		markStalled(s, generation, out.reason, out.message)
+	case classNone:
+	}
+	if out.degraded != nil {
+		markDegraded(s, generation, out.degraded.reason, out.degraded.message)
+	}
+}

@@ -1,0 +1,76 @@
+package engine
+
+import (
+	"errors"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+)
+
+func TestSummarize(t *testing.T) {
+	boom := errors.New("boom")
+	for _, tc := range []struct {
+		name         string
+		out          outcome
+		wantReady    metav1.ConditionStatus
+		wantReason   string
+		wantStalled  bool
+		wantDegraded metav1.ConditionStatus
+		wantErr      bool
+		wantTerminal bool
+	}{
+		{name: "ready", out: ready("up"), wantReady: metav1.ConditionTrue, wantReason: addonsv1alpha1.ReasonReconciled,
+			wantDegraded: metav1.ConditionFalse},
+		{name: "progressing", out: progressing(addonsv1alpha1.ReasonChildrenNotReady, "rolling out"),
+			wantReady: metav1.ConditionFalse, wantReason: addonsv1alpha1.ReasonChildrenNotReady, wantDegraded: metav1.ConditionFalse},
+		{name: "progressing and degraded", out: progressing(addonsv1alpha1.ReasonChildrenNotReady, "x").
+			withDegraded(addonsv1alpha1.ReasonChildrenNotReady, "was Ready"),
+			wantReady: metav1.ConditionFalse, wantReason: addonsv1alpha1.ReasonChildrenNotReady, wantDegraded: metav1.ConditionTrue},
+		{name: "failed is retried", out: failed(addonsv1alpha1.ReasonApplyFailed, boom),
+			wantReady: metav1.ConditionFalse, wantReason: addonsv1alpha1.ReasonApplyFailed, wantDegraded: metav1.ConditionTrue, wantErr: true},
+		{name: "failed terminal", out: failed(addonsv1alpha1.ReasonImmutableField, boom).asTerminal(),
+			wantReady: metav1.ConditionFalse, wantReason: addonsv1alpha1.ReasonImmutableField, wantDegraded: metav1.ConditionTrue,
+			wantErr: true, wantTerminal: true},
+		{name: "stalled is terminal", out: stalled(addonsv1alpha1.ReasonVersionNotFound, boom),
+			wantReady: metav1.ConditionFalse, wantReason: addonsv1alpha1.ReasonVersionNotFound, wantStalled: true,
+			wantDegraded: metav1.ConditionFalse, wantErr: true, wantTerminal: true},
+		{name: "refused is stalled without error", out: refused(addonsv1alpha1.ReasonNotPermitted, "no rule"),
+			wantReady: metav1.ConditionFalse, wantReason: addonsv1alpha1.ReasonNotPermitted, wantStalled: true,
+			wantDegraded: metav1.ConditionFalse},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addon := &addonsv1alpha1.CoreDNS{ObjectMeta: metav1.ObjectMeta{Generation: 3}}
+			err := (&Reconciler{}).summarize(&reconcileState{addon: addon}, tc.out)
+			conds := addon.Status.Conditions
+			r := meta.FindStatusCondition(conds, addonsv1alpha1.ConditionReady)
+			if r == nil || r.Status != tc.wantReady || r.Reason != tc.wantReason || r.ObservedGeneration != 3 {
+				t.Errorf("Ready = %+v, want %s/%s at generation 3", r, tc.wantReady, tc.wantReason)
+			}
+			if r != nil && r.Message != tc.out.message {
+				t.Errorf("Ready message = %q, want %q", r.Message, tc.out.message)
+			}
+			if got := meta.IsStatusConditionTrue(conds, addonsv1alpha1.ConditionStalled); got != tc.wantStalled {
+				t.Errorf("Stalled = %v, want %v", got, tc.wantStalled)
+			}
+			if d := meta.FindStatusCondition(conds, addonsv1alpha1.ConditionDegraded); d == nil || d.Status != tc.wantDegraded {
+				t.Errorf("Degraded = %+v, want %s", d, tc.wantDegraded)
+			}
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("error = %v, want error %v", err, tc.wantErr)
+			}
+			if got := errors.Is(err, reconcile.TerminalError(nil)); got != tc.wantTerminal {
+				t.Errorf("terminal = %v, want %v", got, tc.wantTerminal)
+			}
+		})
+	}
+}
+
+func TestProceedDoesNotStop(t *testing.T) {
+	if proceed().stop {
+		t.Error("proceed() stops the reconcile")
+	}
+}

@@ -1,0 +1,212 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	"github.com/kaddons/kaddons/internal/channels"
+)
+
+// RenderInput is everything a render reads: the add-on, the package it resolved to, the
+// namespace its objects go to, what the definition's Inputs computed, and the
+// operator-wide settings of this reconcile.
+type RenderInput struct {
+	// Addon is the add-on resource. Transforms must not modify it.
+	Addon addonsv1alpha1.Addon
+	// Package is the resolved package (add-on name and version).
+	Package channels.Resolved
+	// TargetNamespace is where the add-on's namespaced objects go (Definition.TargetNamespace).
+	TargetNamespace string
+	// Inputs is what Definition.Inputs computed; nil when the definition has none.
+	Inputs any
+	// Settings is the reconcile's snapshot of the operator-wide settings.
+	Settings Settings
+}
+
+// ObjectTransform edits the rendered objects of one add-on.
+type ObjectTransform func(ctx context.Context, in RenderInput, objects *Objects) error
+
+// WaitError is returned by a Definition's Inputs when something the add-on follows is
+// not there yet. The engine then applies nothing, reports Progressing with reason
+// DependencyNotReady and the message, and waits for the followed add-on to change.
+type WaitError struct {
+	// Message says what the add-on waits for.
+	Message string
+}
+
+func (e *WaitError) Error() string { return e.Message }
+
+// Waiting returns a WaitError with a formatted message.
+func Waiting(format string, args ...any) error {
+	return &WaitError{Message: fmt.Sprintf(format, args...)}
+}
+
+// rendered is the render phase's result.
+type rendered struct {
+	// objects are the transformed, labelled objects, in apply order. They may be shared
+	// with the render cache and must not be modified.
+	objects *Objects
+	// key is what, besides the add-on's UID and generation and the package's output,
+	// decides the objects: the version, the inputs and the registry mirror.
+	key string
+}
+
+// render computes the definition's inputs, builds the package with kustomize, and runs
+// the transforms: the definition's typed fields, the registry mirror, the user's patches,
+// the placement in namespaces, and kaddons' labels. Errors caused by the spec or the
+// package (a bad patch, a kind the controller does not watch) are terminal.
+func (r *Reconciler) render(ctx context.Context, st *reconcileState) outcome {
+	in := RenderInput{Addon: st.addon, Package: st.resolved, TargetNamespace: r.def.TargetNamespace(st.addon),
+		Settings: st.settings}
+	inputsKey := ""
+	if r.def.Inputs != nil {
+		value, err := r.def.Inputs(ctx, r.client, st.addon)
+		if err != nil {
+			var wait *WaitError
+			if errors.As(err, &wait) {
+				return progressing(addonsv1alpha1.ReasonDependencyNotReady, wait.Message)
+			}
+			out := failed(addonsv1alpha1.ReasonRenderFailed, fmt.Errorf("reading the inputs of %s: %w", r.gvk.Kind, err))
+			out.message = err.Error()
+			return out
+		}
+		key, err := json.Marshal(value)
+		if err != nil {
+			return failed(addonsv1alpha1.ReasonRenderFailed, fmt.Errorf("serialising the inputs of %s: %w", r.gvk.Kind, err))
+		}
+		in.Inputs, inputsKey = value, string(key)
+	}
+	key := strings.Join([]string{st.resolved.Version, inputsKey, st.settings.RegistryMirror}, "\x00")
+	name := types.NamespacedName{Namespace: st.addon.GetNamespace(), Name: st.addon.GetName()}
+
+	manifest, err := r.source.Render(st.resolved)
+	if err != nil {
+		return renderFailure(err, r.gvk.Kind, st.resolved.Version)
+	}
+	if objects, ok := r.renders.get(name, st.addon, key, manifest); ok {
+		st.rendered = rendered{objects: objects, key: key}
+		return proceed()
+	}
+	objects, err := r.transform(ctx, in, manifest)
+	if err != nil {
+		return renderFailure(err, r.gvk.Kind, st.resolved.Version)
+	}
+	for _, o := range objects.Items {
+		if !r.watches(o.GroupVersionKind()) {
+			return stalled(addonsv1alpha1.ReasonRenderFailed, &channels.Error{Reason: addonsv1alpha1.ReasonRenderFailed,
+				Message: fmt.Sprintf("package %s/%s contains %s %s, a kind the %s controller does not manage",
+					st.resolved.Addon, st.resolved.Version, o.Kind, o.GetName(), r.gvk.Kind)})
+		}
+	}
+	r.renders.put(name, st.addon, key, manifest, objects)
+	st.rendered = rendered{objects: objects, key: key}
+	return proceed()
+}
+
+// renderFailure maps a render error to its outcome: a *channels.Error names a spec or
+// package problem (terminal); anything else is retried.
+func renderFailure(err error, kind, version string) outcome {
+	var ce *channels.Error
+	if errors.As(err, &ce) {
+		out := stalled(ce.Reason, err)
+		out.message = ce.Error()
+		return out
+	}
+	out := failed(addonsv1alpha1.ReasonRenderFailed, fmt.Errorf("rendering %s %s: %w", kind, version, err))
+	out.message = err.Error()
+	return out
+}
+
+// transform parses the package's YAML and runs every transform over it, in order.
+func (r *Reconciler) transform(ctx context.Context, in RenderInput, manifest string) (*Objects, error) {
+	objects, err := parseObjects(ctx, manifest)
+	if err != nil {
+		return nil, err
+	}
+	transforms := append([]ObjectTransform{}, r.def.Transforms...)
+	transforms = append(transforms, mirrorImages, ApplyPatches, setNamespace(r.mapper, r.def), r.addLabels)
+	for _, t := range transforms {
+		if err := t(ctx, in, objects); err != nil {
+			return nil, err
+		}
+	}
+	sortObjects(ctx, objects)
+	return objects, nil
+}
+
+// addLabels is the transform that puts the add-on's instance labels on every object.
+func (r *Reconciler) addLabels(_ context.Context, in RenderInput, objects *Objects) error {
+	labels := instanceLabels(r.gvk.Kind, types.NamespacedName{Namespace: in.Addon.GetNamespace(), Name: in.Addon.GetName()})
+	for _, o := range objects.Items {
+		o.AddLabels(labels)
+	}
+	return nil
+}
+
+// watches reports whether gvk is one of the add-on's declared children.
+func (r *Reconciler) watches(gvk schema.GroupVersionKind) bool {
+	for _, c := range r.def.Children {
+		if c == gvk {
+			return true
+		}
+	}
+	return false
+}
+
+// renderCache keeps each add-on's last rendered objects, so that reconciles triggered
+// by its children (status changes during a rollout, drift) do not run the transforms
+// again. An entry is valid for one add-on UID and generation, one render key (the
+// version, the definition's inputs and the registry mirror) and one kustomize output of
+// the package; anything else renders afresh. The objects are shared and must not be
+// modified.
+type renderCache struct {
+	mu      sync.Mutex
+	entries map[types.NamespacedName]renderEntry
+}
+
+type renderEntry struct {
+	uid        types.UID
+	generation int64
+	key        string
+	manifest   string
+	objects    *Objects
+}
+
+// get returns the cached objects of name when they were rendered from the same inputs.
+func (c *renderCache) get(name types.NamespacedName, obj addonsv1alpha1.Addon, key, manifest string) (*Objects, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[name]
+	if !ok || e.uid != obj.GetUID() || e.generation != obj.GetGeneration() || e.key != key || e.manifest != manifest {
+		return nil, false
+	}
+	return e.objects, true
+}
+
+// put records the objects rendered for name from these inputs.
+func (c *renderCache) put(name types.NamespacedName, obj addonsv1alpha1.Addon, key, manifest string, objects *Objects) {
+	if manifest == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries == nil {
+		c.entries = map[types.NamespacedName]renderEntry{}
+	}
+	c.entries[name] = renderEntry{uid: obj.GetUID(), generation: obj.GetGeneration(), key: key, manifest: manifest, objects: objects}
+}
+
+// forget drops the entry of a deleted add-on.
+func (c *renderCache) forget(name types.NamespacedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.entries, name)
+}

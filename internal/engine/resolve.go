@@ -1,0 +1,65 @@
+package engine
+
+import (
+	"context"
+
+	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	"github.com/kaddons/kaddons/internal/channels"
+)
+
+// resolve picks the package version: spec.version, else the version spec.channel (or
+// the default channel) lists, else, while a failed upgrade is rolled back, the last
+// healthy version (pinVersion). A bad version or channel is terminal: it is reported
+// and not retried until the spec or the channels change.
+func (r *Reconciler) resolve(_ context.Context, st *reconcileState) outcome {
+	spec := st.addon.CommonSpec()
+	if spec.Version == "" && spec.Channel == "" {
+		spec.Channel = st.settings.DefaultChannel
+		if spec.Channel == "" {
+			spec.Channel = r.source.DefaultChannel()
+		}
+	}
+	if spec.Version == "" {
+		st.channel = spec.Channel
+	}
+	resolved, err := r.source.Resolve(st.addon.ComponentName(), spec)
+	if err != nil {
+		return stalled(channels.ReasonOf(err), err)
+	}
+	st.resolved = resolved
+	st.wanted = pinVersion(st.addon, &st.resolved)
+	return proceed()
+}
+
+// pinVersion keeps a failed upgrade rolled back: while the spec still asks for the
+// version that failed, resolved becomes the last healthy version, and pinVersion returns
+// the version the spec wants ("" when nothing is pinned). Once the spec asks for
+// something else, the failure is forgotten.
+func pinVersion(addon addonsv1alpha1.Addon, resolved *channels.Resolved) (wanted string) {
+	status := addon.GetAddonStatus()
+	up := status.Upgrade
+	if up == nil || up.FailedVersion == "" {
+		return ""
+	}
+	if up.FailedVersion != resolved.Version || up.FailedGeneration != addon.GetGeneration() {
+		// The spec changed since the failure: try what it asks for now.
+		up.FailedVersion, up.FailedGeneration = "", 0
+		if up.Version == "" {
+			status.Upgrade = nil
+		}
+		return ""
+	}
+	if rollbackEnabled(addon) && status.LastHealthyVersion != "" && status.LastHealthyVersion != resolved.Version {
+		wanted = resolved.Version
+		resolved.Version = status.LastHealthyVersion
+	}
+	return wanted
+}
+
+// rollbackEnabled returns spec.upgrade.rollback, true by default.
+func rollbackEnabled(obj addonsv1alpha1.Addon) bool {
+	if u := obj.GetAddonSpec().Upgrade; u != nil && u.Rollback != nil {
+		return *u.Rollback
+	}
+	return true
+}

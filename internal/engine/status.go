@@ -1,0 +1,150 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+)
+
+// patchStatus is the one place that writes an add-on's status. It writes only when the
+// status differs from original, and replaces the whole status with a JSON patch: a merge
+// patch could not remove fields that became empty, and a diff would leave out KDP's
+// required status.healthy while it is false.
+func (r *Reconciler) patchStatus(ctx context.Context, original, obj addonsv1alpha1.Addon) error {
+	syncReady(obj)
+	if equality.Semantic.DeepEqual(original.GetAddonStatus(), obj.GetAddonStatus()) {
+		return nil
+	}
+	key, base := client.ObjectKeyFromObject(obj), original.GetResourceVersion()
+	body, err := json.Marshal([]map[string]any{{"op": "add", "path": "/status", "value": obj.GetAddonStatus()}})
+	if err != nil {
+		return err
+	}
+	if err := r.client.Status().Patch(ctx, obj, client.RawPatch(types.JSONPatchType, body)); err != nil {
+		return fmt.Errorf("writing status: %w", client.IgnoreNotFound(err))
+	}
+	r.written.put(key, writtenStatus{uid: obj.GetUID(), baseResourceVersion: base, status: obj.GetAddonStatus().DeepCopy()})
+	return nil
+}
+
+// syncReady sets status.ready, for tools that read a field rather than conditions: true
+// only when the Ready condition is True for the add-on's current generation.
+func syncReady(obj addonsv1alpha1.Addon) {
+	status := obj.GetAddonStatus()
+	c := meta.FindStatusCondition(status.Conditions, addonsv1alpha1.ConditionReady)
+	status.Ready = c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == obj.GetGeneration()
+}
+
+// recordApplied records in status that version was applied for generation.
+func recordApplied(status *addonsv1alpha1.AddonStatus, generation int64, version string, now time.Time) {
+	if status.AppliedVersion != version || status.ObservedGeneration != generation || status.LastAppliedTime == nil {
+		t := metav1.NewTime(now.Truncate(time.Second))
+		status.LastAppliedTime = &t
+	}
+	status.AppliedVersion = version
+	trackUpgrade(status, version, now)
+}
+
+// addFinalizer adds the engine's finalizer with a JSON patch that appends the one entry
+// and tests the resource version, so that it can neither drop another controller's
+// finalizer nor write over a change it has not seen.
+func (r *Reconciler) addFinalizer(ctx context.Context, obj addonsv1alpha1.Addon) error {
+	ops := []map[string]any{{"op": "test", "path": "/metadata/resourceVersion", "value": obj.GetResourceVersion()}}
+	if len(obj.GetFinalizers()) == 0 {
+		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/finalizers", "value": []string{Finalizer}})
+	} else {
+		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/finalizers/-", "value": Finalizer})
+	}
+	if err := r.patchMetadata(ctx, obj, ops); err != nil {
+		return fmt.Errorf("adding finalizer: %w", err)
+	}
+	return nil
+}
+
+// removeFinalizer removes the engine's finalizer, and only it, with a JSON patch that
+// tests the entry it removes.
+func (r *Reconciler) removeFinalizer(ctx context.Context, obj addonsv1alpha1.Addon) error {
+	for i, f := range obj.GetFinalizers() {
+		if f != Finalizer {
+			continue
+		}
+		path := fmt.Sprintf("/metadata/finalizers/%d", i)
+		ops := []map[string]any{{"op": "test", "path": path, "value": Finalizer}, {"op": "remove", "path": path}}
+		if err := r.patchMetadata(ctx, obj, ops); err != nil {
+			return fmt.Errorf("removing finalizer: %w", client.IgnoreNotFound(err))
+		}
+		return nil
+	}
+	return nil
+}
+
+// patchMetadata applies JSON patch ops to obj and keeps its kind.
+func (r *Reconciler) patchMetadata(ctx context.Context, obj addonsv1alpha1.Addon, ops []map[string]any) error {
+	body, err := json.Marshal(ops)
+	if err != nil {
+		return err
+	}
+	if err := r.client.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, body)); err != nil {
+		return err
+	}
+	obj.GetObjectKind().SetGroupVersionKind(r.gvk)
+	return nil
+}
+
+// statusCache remembers the last status the engine wrote for each add-on. Until the
+// informer cache shows that write, the cached add-on still carries the status before it,
+// and comparing with that would either write the same status twice or, worse, skip a
+// write that is needed because the cache's old status happens to match the new one.
+type statusCache struct {
+	mu      sync.Mutex
+	entries map[types.NamespacedName]writtenStatus
+}
+
+// writtenStatus is one status write: the status, for which add-on UID, and the resource
+// version of the add-on it was written over.
+type writtenStatus struct {
+	uid                 types.UID
+	baseResourceVersion string
+	status              *addonsv1alpha1.AddonStatus
+}
+
+// restore puts the status the engine last wrote into obj when the cache has not caught up
+// with that write: that status, not the cached one, is what the API server holds (and
+// what plan must compare).
+func (c *statusCache) restore(name types.NamespacedName, obj addonsv1alpha1.Addon) {
+	if w, ok := c.get(name); ok && w.uid == obj.GetUID() && w.baseResourceVersion == obj.GetResourceVersion() {
+		*obj.GetAddonStatus() = *w.status.DeepCopy()
+	}
+}
+
+func (c *statusCache) get(name types.NamespacedName) (writtenStatus, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w, ok := c.entries[name]
+	return w, ok
+}
+
+func (c *statusCache) put(name types.NamespacedName, w writtenStatus) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries == nil {
+		c.entries = map[types.NamespacedName]writtenStatus{}
+	}
+	c.entries[name] = w
+}
+
+func (c *statusCache) forget(name types.NamespacedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.entries, name)
+}

@@ -1,0 +1,179 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+)
+
+// SetupWithManager registers the controller: it watches the add-on kind and, through the
+// shared cache, every child kind, mapping child events back to their add-on by label.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	concurrency := 0
+	if r.opts.Concurrency != nil {
+		concurrency = r.opts.Concurrency(r.gvk.Kind)
+	}
+	if concurrency <= 0 {
+		concurrency = DefaultMaxConcurrentReconciles
+	}
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named(r.name).
+		For(r.def.Prototype, builder.WithPredicates(specOrDeletionChanged())).
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency})
+	for _, gvk := range r.def.Children {
+		child := &unstructured.Unstructured{}
+		child.SetGroupVersionKind(gvk)
+		b = b.Watches(child, handler.EnqueueRequestsFromMapFunc(r.mapChild))
+	}
+	if r.opts.Settings != nil {
+		// A change of the operator's settings (OperatorConfig) reconciles every add-on.
+		b = b.WatchesRawSource(source.Channel(r.opts.Settings.subscribe(), handler.EnqueueRequestsFromMapFunc(r.mapAll)))
+	}
+	for _, obj := range r.opts.ReconcileAllOn {
+		b = b.Watches(obj, handler.EnqueueRequestsFromMapFunc(r.mapAll))
+	}
+	for _, kind := range r.opts.AddonKinds {
+		gvk, err := apiutil.GVKForObject(kind, mgr.GetScheme())
+		if err != nil {
+			return fmt.Errorf("add-on kind %T is not registered: %w", kind, err)
+		}
+		b = b.Watches(kind, handler.EnqueueRequestsFromMapFunc(r.mapDependents(gvk.Kind)))
+	}
+	return b.Complete(r)
+}
+
+// CacheOptions restricts the manager's cache, for every child kind of defs, to objects
+// that kaddons manages, so memory does not grow with unrelated objects in the cluster.
+// Managed fields are stripped from everything cached.
+func CacheOptions(defs ...Definition) cache.Options {
+	selector := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue})
+	byObject := map[client.Object]cache.ByObject{}
+	seen := map[schema.GroupVersionKind]bool{}
+	for _, def := range defs {
+		for _, gvk := range def.Children {
+			if seen[gvk] {
+				continue
+			}
+			seen[gvk] = true
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(gvk)
+			byObject[u] = cache.ByObject{Label: selector}
+		}
+	}
+	return cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()}
+}
+
+// specOrDeletionChanged passes add-on events that can change what to apply: a new
+// generation, changed annotations or labels, or the start of deletion. Status writes,
+// including the engine's own, do not trigger a reconcile.
+func specOrDeletionChanged() predicate.Predicate {
+	return predicate.Or(
+		predicate.GenerationChangedPredicate{},
+		predicate.AnnotationChangedPredicate{},
+		predicate.LabelChangedPredicate{},
+		predicate.Funcs{
+			UpdateFunc: func(e event.UpdateEvent) bool {
+				return e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
+			},
+		},
+	)
+}
+
+// mapChild maps a child's event to its add-on through the instance labels.
+func (r *Reconciler) mapChild(_ context.Context, o client.Object) []reconcile.Request {
+	l := o.GetLabels()
+	if l[LabelManagedBy] != ManagedByValue || l[LabelKind] != r.name || l[LabelName] == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: l[LabelNamespace], Name: l[LabelName]}}}
+}
+
+// mapDependents returns a map function for events of add-ons of kind: it finds the
+// add-ons of this controller's kind that depend on the changed one, so they are
+// re-evaluated when it appears or becomes Ready.
+func (r *Reconciler) mapDependents(kind string) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		return r.dependentsOf(ctx, kind, o)
+	}
+}
+
+// mapAll lists every add-on of this controller's kind, from the cache.
+func (r *Reconciler) mapAll(ctx context.Context, _ client.Object) []reconcile.Request {
+	addons := r.listAddons(ctx)
+	requests := make([]reconcile.Request, 0, len(addons))
+	for _, a := range addons {
+		requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(a)})
+	}
+	return requests
+}
+
+// listAddons lists every add-on of this controller's kind from the cache (nil on error:
+// it serves event mapping, which cannot report one).
+func (r *Reconciler) listAddons(ctx context.Context) []addonsv1alpha1.Addon {
+	obj, err := r.scheme.New(r.gvk.GroupVersion().WithKind(r.gvk.Kind + "List"))
+	if err != nil {
+		return nil
+	}
+	list, ok := obj.(client.ObjectList)
+	if !ok || r.client.List(ctx, list) != nil {
+		return nil
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return nil
+	}
+	addons := make([]addonsv1alpha1.Addon, 0, len(items))
+	for _, item := range items {
+		if a, ok := item.(addonsv1alpha1.Addon); ok {
+			addons = append(addons, a)
+		}
+	}
+	return addons
+}
+
+// dependentsOf lists the add-ons of this controller's kind whose dependsOn names o, or
+// that follow o (Definition.Follows).
+func (r *Reconciler) dependentsOf(ctx context.Context, kind string, o client.Object) []reconcile.Request {
+	target := addonKey{kind: kind, namespace: o.GetNamespace(), name: o.GetName()}
+	var requests []reconcile.Request
+	for _, a := range r.listAddons(ctx) {
+		if slices.ContainsFunc(a.GetAddonSpec().DependsOn, func(dep addonsv1alpha1.AddonReference) bool {
+			return dependencyKey(a, dep) == target
+		}) || r.follows(a, target) {
+			requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(a)})
+		}
+	}
+	return requests
+}
+
+// follows reports whether add-on a follows target through its definition's Follows.
+func (r *Reconciler) follows(a addonsv1alpha1.Addon, target addonKey) bool {
+	if r.def.Follows == nil {
+		return false
+	}
+	for _, ref := range r.def.Follows(a) {
+		if dependencyKey(a, ref) == target {
+			return true
+		}
+	}
+	return false
+}
