@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -17,8 +18,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	"github.com/kaddons/kaddons/controllers"
 )
 
 // fakeNodes is how many kwok nodes hack/local-cluster.sh creates.
@@ -109,6 +112,18 @@ metadata: {name: metrics-server, namespace: %[1]s}
 spec:
   kubeletInsecureTLS: true
 `, nsA, ui))
+
+	t.Run("the test covers every add-on of the registry", func(t *testing.T) {
+		g := NewWithT(t)
+		for _, def := range controllers.Definitions() {
+			list := &unstructured.UnstructuredList{}
+			gvk, err := apiutil.GVKForObject(def.Prototype, scheme)
+			g.Expect(err).NotTo(HaveOccurred())
+			list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+			g.Expect(k8sClient.List(context.Background(), list, client.InNamespace(nsA))).To(Succeed())
+			g.Expect(list.Items).NotTo(BeEmpty(), "TestAllAddons applies no %s; add it", gvk.Kind)
+		}
+	})
 
 	dnsA, dnsB := expectReady(t, nsA), expectReady(t, nsB)
 	g.Expect(dnsA.Status.AppliedVersion).To(Equal(newVersion))
