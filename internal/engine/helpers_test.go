@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -44,9 +45,24 @@ func testReconciler(t *testing.T, opts Options, objs ...client.Object) (*Reconci
 			corev1.SchemeGroupVersion.WithKind("ConfigMap"), appsv1.SchemeGroupVersion.WithKind("Deployment"),
 		},
 	}
-	r, err := NewWithClients(def, opts, Clients{Client: c, Reader: c, Scheme: s, Mapper: c.RESTMapper()})
+	r, err := NewWithClients(def, opts, Clients{Client: c, Reader: c, Scheme: s, Mapper: testMapper(s)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return r, c
+}
+
+// testMapper maps every kind of s, with the scopes the API server gives them.
+func testMapper(s *runtime.Scheme) meta.RESTMapper {
+	m := meta.NewDefaultRESTMapper(nil)
+	cluster := map[string]bool{"Namespace": true, "ClusterRole": true, "ClusterRoleBinding": true, "Node": true,
+		"APIService": true, "CustomResourceDefinition": true, "PriorityClass": true}
+	for gvk := range s.AllKnownTypes() {
+		scope := meta.RESTScopeNamespace
+		if cluster[gvk.Kind] {
+			scope = meta.RESTScopeRoot
+		}
+		m.Add(gvk, scope)
+	}
+	return m
 }

@@ -1,9 +1,12 @@
 package engine
 
 import (
+	"context"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
@@ -41,5 +44,34 @@ func TestRenderCache(t *testing.T) {
 				t.Fatalf("get = %p, %v; want hit %v", got, hit, tc.hit)
 			}
 		})
+	}
+}
+
+func TestRenderRefusesKindsTheControllerDoesNotManage(t *testing.T) {
+	// The test reconciler's definition lists only ConfigMaps and Deployments; the CoreDNS
+	// package holds more kinds.
+	r, _ := testReconciler(t, Options{})
+	st := &reconcileState{addon: coreDNS("a", "x")}
+	if out := r.resolve(context.Background(), st); out.stop {
+		t.Fatalf("resolve stopped: %+v", out)
+	}
+	out := r.render(context.Background(), st)
+	if !out.stop || out.class != classStalled || !out.terminal || out.reason != addonsv1alpha1.ReasonRenderFailed {
+		t.Fatalf("render = %+v, want Stalled RenderFailed", out)
+	}
+	if !strings.Contains(out.message, "a kind the CoreDNS controller does not manage") {
+		t.Errorf("message %q does not say which kind is refused", out.message)
+	}
+}
+
+func TestRenderReportsBadPatches(t *testing.T) {
+	r, _ := testReconciler(t, Options{})
+	addon := coreDNS("a", "x")
+	addon.Spec.Patches = []*runtime.RawExtension{{Raw: []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"nope"}}`)}}
+	st := &reconcileState{addon: addon}
+	r.resolve(context.Background(), st)
+	out := r.render(context.Background(), st)
+	if out.class != classStalled || out.reason != addonsv1alpha1.ReasonPatchTargetNotFound {
+		t.Fatalf("render = %+v, want Stalled PatchTargetNotFound", out)
 	}
 }
