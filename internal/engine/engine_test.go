@@ -1,0 +1,38 @@
+package engine
+
+import (
+	"context"
+	"testing"
+)
+
+func TestPhaseOrder(t *testing.T) {
+	r, _ := testReconciler(t, Options{})
+	var names []string
+	for _, p := range r.phases() {
+		names = append(names, p.name)
+	}
+	want := []string{phaseGate, phaseResolve, phasePermit, phaseRender, phasePlan, phaseApply, phaseHealth}
+	if !equalStrings(names, want) {
+		t.Fatalf("phases = %v, want %v", names, want)
+	}
+	var rendering []string
+	for _, p := range phasesBetween(r.phases(), phaseResolve, phaseRender) {
+		rendering = append(rendering, p.name)
+	}
+	if want := []string{phaseResolve, phasePermit, phaseRender}; !equalStrings(rendering, want) {
+		t.Errorf("Render runs %v, want %v", rendering, want)
+	}
+	if got := phasesBetween(r.phases(), phaseRender, phaseResolve); got != nil {
+		t.Errorf("phasesBetween in the wrong order = %v, want nil", got)
+	}
+}
+
+func TestRenderStopsWhereTheReconcileWould(t *testing.T) {
+	r, _ := testReconciler(t, Options{Permit: func(context.Context, PermitRequest) (string, error) {
+		return "rule r forbids it", nil
+	}})
+	_, err := r.Render(context.Background(), coreDNS("a", "x"))
+	if err == nil || err.Error() != "a/x cannot be rendered yet: rule r forbids it" {
+		t.Errorf("Render of a refused add-on = %v, want the refusal", err)
+	}
+}
