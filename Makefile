@@ -99,6 +99,13 @@ build-installer: manifests generate kubectl ## Write dist/install.yaml: CRDs, RB
 	$(KUBECTL) kustomize config/default | sed 's|image: controller:latest|image: ${IMG}|' > dist/install.yaml
 	@echo "Wrote dist/install.yaml for image ${IMG}"
 
+.PHONY: kops-channel
+kops-channel: kubectl ## Refresh examples/kops: the installer (from dist/install.yaml), the add-on resources and their manifestHash.
+	@[ -f dist/install.yaml ] || $(MAKE) build-installer
+	cp dist/install.yaml examples/kops/install.yaml
+	$(KUBECTL) kustomize examples/kops/resources > examples/kops/addon-resources.yaml
+	go run ./hack/kopschannel examples/kops/addons.yaml
+
 ##@ Deployment
 
 ifndef ignore-not-found
