@@ -3,6 +3,8 @@
 package examples
 
 import (
+	"fmt"
+	"os"
 	"sort"
 	"testing"
 
@@ -33,4 +35,12 @@ func addonKinds(t *testing.T) []string {
 	}
 	sort.Strings(kinds)
 	return kinds
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if err := stopAPIServer(); err != nil {
+		fmt.Fprintf(os.Stderr, "stopping the API server: %v\n", err)
+	}
+	os.Exit(code)
 }
