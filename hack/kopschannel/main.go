@@ -48,9 +48,11 @@ func rehash(channel string) error {
 		if err != nil || node == nil {
 			return fmt.Errorf("%s: spec.addons[%d] has no manifest", channel, i)
 		}
+		// Only files next to the channel: the channel travels as one folder, and the tool
+		// reads nothing else.
 		manifest := yaml.GetValue(node)
-		if filepath.IsAbs(manifest) || strings.Contains(manifest, "://") {
-			return fmt.Errorf("%s: spec.addons[%d]: manifest %q is not a path next to the channel file", channel, i, manifest)
+		if manifest == "" || manifest != filepath.Base(manifest) || manifest == ".." || strings.Contains(manifest, "://") {
+			return fmt.Errorf("%s: spec.addons[%d]: manifest %q is not a file next to the channel file", channel, i, manifest)
 		}
 		hash, err := manifestHash(filepath.Join(filepath.Dir(channel), manifest))
 		if err != nil {
