@@ -20,6 +20,9 @@ SHELL = /usr/bin/env bash -o pipefail
 
 # The checksum database does not know KDP; go.sum pins it.
 export GONOSUMDB = sigs.k8s.io/kubebuilder-declarative-pattern
+# The Go toolchain is pinned for every recipe, as in go.mod: with an older go installed, the
+# go command fetches go1.27.3 from the module proxy.
+export GOTOOLCHAIN = go1.27.3
 
 .PHONY: all
 all: build
@@ -74,6 +77,17 @@ lint: golangci-lint ## Run golangci-lint.
 .PHONY: lint-fix
 lint-fix: golangci-lint ## Run golangci-lint and fix what it can.
 	$(GOLANGCI_LINT) run --fix
+
+.PHONY: vuln
+vuln: govulncheck ## Fail on any vulnerability the code reaches (govulncheck, offline database from golang.org/x/vulndb).
+	@[ -f "$(VULNDB_DIR)/index/db.json" ] || $(MAKE) --no-print-directory vulndb
+	@echo "govulncheck $(GOVULNCHECK_VERSION) ($$(go env GOVERSION)), database golang.org/x/vulndb@$(VULNDB_VERSION)," \
+		"last modified $$(sed -n 's/.*"modified":"\([^"]*\)".*/\1/p' "$(VULNDB_DIR)/index/db.json")"
+	$(GOVULNCHECK) -db file://$(VULNDB_DIR) ./...
+
+.PHONY: vulndb
+vulndb: indexdb ## Build the offline vulnerability database into VULNDB_DIR (kept across clones).
+	hack/vulndb.sh $(INDEXDB) $(VULNDB_VERSION) $(VULNDB_DIR)
 
 ##@ Build
 
@@ -140,10 +154,16 @@ TOOLCHAIN_DIR ?= $(shell hack/toolchain.sh dir)
 KUBECTL ?= $(TOOLCHAIN_DIR)/kubectl
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint
+GOVULNCHECK ?= $(LOCALBIN)/govulncheck
+INDEXDB ?= $(LOCALBIN)/indexdb
 
 ## Tool versions
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
 GOLANGCI_LINT_VERSION ?= v2.15.0
+GOVULNCHECK_VERSION ?= v1.9.0
+## The golang.org/x/vulndb snapshot `make vuln` checks against (its commit date is the database date).
+VULNDB_VERSION ?= v0.0.0-20261105234957-e22db6528018
+VULNDB_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kaddons/vulndb/$(VULNDB_VERSION)
 
 .PHONY: kubectl
 kubectl: ## Build the pinned kubectl from source into bin/k8s (it also provides kustomize).
@@ -158,6 +178,16 @@ $(CONTROLLER_GEN): $(LOCALBIN)
 golangci-lint: $(GOLANGCI_LINT) ## Build golangci-lint into bin/.
 $(GOLANGCI_LINT): $(LOCALBIN)
 	$(call go-install-tool,$(GOLANGCI_LINT),github.com/golangci/golangci-lint/v2/cmd/golangci-lint,$(GOLANGCI_LINT_VERSION))
+
+.PHONY: govulncheck
+govulncheck: $(GOVULNCHECK) ## Build govulncheck into bin/.
+$(GOVULNCHECK): $(LOCALBIN)
+	$(call go-install-tool,$(GOVULNCHECK),golang.org/x/vuln/cmd/govulncheck,$(GOVULNCHECK_VERSION))
+
+.PHONY: indexdb
+indexdb: $(INDEXDB) ## Build golang.org/x/vulndb's indexdb (it writes the vulnerability database) into bin/.
+$(INDEXDB): $(LOCALBIN)
+	$(call go-install-tool,$(INDEXDB),golang.org/x/vulndb/cmd/indexdb,$(VULNDB_VERSION))
 
 # go-install-tool will 'go install' any package with custom target and name of binary, if it doesn't exist
 # $1 - target path with name of binary

@@ -19,6 +19,9 @@
 # The operator runs with leader election, as it does in a cluster; outside a cluster the
 # Lease's namespace must be given (--leader-election-namespace).
 set -euo pipefail
+# The Go toolchain is pinned, as in the Makefile and go.mod; the go command fetches it from
+# the module proxy when it is not installed.
+export GOTOOLCHAIN=go1.27.3
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "${ROOT}"

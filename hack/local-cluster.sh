@@ -33,6 +33,9 @@
 # The ports and CIDRs used by the last `up` are remembered in the state folder, so later
 # commands against the same folder need not repeat the overrides.
 set -euo pipefail
+# The Go toolchain is pinned, as in the Makefile and go.mod, for hack/toolchain.sh, which
+# this script runs.
+export GOTOOLCHAIN=go1.27.3
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)

@@ -13,6 +13,10 @@
 #   hack/toolchain.sh dir                      print the versioned binary folder
 #   hack/toolchain.sh id                       print the toolchain id
 set -euo pipefail
+# The Go toolchain is pinned, as in the Makefile and go.mod; the go command fetches it from
+# the module proxy when it is not installed. It is not part of the toolchain id: binaries
+# that an older Go compiled stay valid.
+export GOTOOLCHAIN=go1.27.3
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TOOLS=${ROOT}/hack/tools
