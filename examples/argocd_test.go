@@ -16,17 +16,18 @@ import (
 // fencedBlocks returns the contents of the Markdown code blocks fenced as lang.
 func fencedBlocks(markdown, lang string) []string {
 	var blocks []string
-	var block []string
+	var block strings.Builder
 	in := false
 	for line := range strings.Lines(markdown) {
 		switch {
 		case !in && strings.TrimSpace(line) == "```"+lang:
-			in, block = true, nil
+			in = true
+			block.Reset()
 		case in && strings.TrimSpace(line) == "```":
 			in = false
-			blocks = append(blocks, strings.Join(block, ""))
+			blocks = append(blocks, block.String())
 		case in:
-			block = append(block, line)
+			block.WriteString(line)
 		}
 	}
 	return blocks

@@ -81,7 +81,7 @@ func TestGitOpsDiffStep(t *testing.T) {
 	// Once merged and applied, the step has nothing to show.
 	for _, obj := range objects {
 		live := obj.DeepCopy()
-		g.Expect(c.Patch(ctx, live, client.Apply, client.FieldOwner("kustomize-controller"), client.ForceOwnership)).To(Succeed())
+		g.Expect(c.Apply(ctx, client.ApplyConfigurationFromUnstructured(live), client.FieldOwner("kustomize-controller"), client.ForceOwnership)).To(Succeed())
 	}
 	rc, out = runDiff(t, kubeconfig, overlay)
 	g.Expect(rc).To(BeZero(), "%s", out)
