@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"regexp"
@@ -14,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	"github.com/kaddons/kaddons/internal/corefile"
 	"github.com/kaddons/kaddons/internal/engine"
 )
 
@@ -52,7 +54,29 @@ func CoreDNSDefinition() engine.Definition {
 			policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget"),
 		},
 		Transforms: []engine.ObjectTransform{transformCoreDNS},
+		Inputs:     adoptedCorefile,
 	}
+}
+
+// coreDNSInputs carries a Corefile that kaddons did not write, migrated to the version
+// being applied; empty when the package's Corefile applies.
+type coreDNSInputs struct {
+	Corefile string `json:"corefile,omitempty"`
+}
+
+// adoptedCorefile keeps the Corefile of an install kaddons adopts (or adopted), migrated
+// from the version that wrote it. spec.corefile, when set, wins.
+func adoptedCorefile(ctx context.Context, req engine.InputRequest) (any, error) {
+	if cr, ok := req.Addon.(*addonsv1alpha1.CoreDNS); !ok || cr.Spec.Corefile != "" {
+		return coreDNSInputs{}, nil
+	}
+	existing, version, err := engine.AdoptedConfig(ctx, req, engine.ExistingConfig{ConfigMap: coreDNSConfigMap, Key: "Corefile",
+		Deployment: coreDNSDeployment, Container: coreDNSContainer})
+	if err != nil || existing == "" {
+		return coreDNSInputs{}, err
+	}
+	migrated, err := corefile.Migrate(existing, version, req.Package.Version)
+	return coreDNSInputs{Corefile: migrated}, err
 }
 
 // corefileDomain matches the zone list of the kubernetes plugin in the packaged Corefile.
@@ -65,33 +89,25 @@ func transformCoreDNS(_ context.Context, in engine.RenderInput, objects *engine.
 		return fmt.Errorf("expected a CoreDNS, got %T", in.Addon)
 	}
 	spec := cr.Spec
+	adopted, _ := in.Inputs.(coreDNSInputs)
 
-	if spec.Corefile != "" || (spec.DNSDomain != "" && spec.DNSDomain != defaultDNSDomain) {
+	if spec.Corefile != "" || adopted.Corefile != "" || (spec.DNSDomain != "" && spec.DNSDomain != defaultDNSDomain) {
 		cm, err := engine.MustFindObject(objects, "ConfigMap", coreDNSConfigMap)
 		if err != nil {
 			return err
 		}
-		corefile := spec.Corefile
-		if corefile == "" {
+		text := spec.Corefile
+		if text == "" {
 			current, _, _ := cm.NestedStringMap("data")
-			corefile = corefileDomain.ReplaceAllString(current["Corefile"], "${1}"+spec.DNSDomain+"${2}")
+			text = corefileDomain.ReplaceAllString(cmp.Or(adopted.Corefile, current["Corefile"]), "${1}"+spec.DNSDomain+"${2}")
 		}
-		if err := cm.SetNestedField(corefile, "data", "Corefile"); err != nil {
+		if err := cm.SetNestedField(text, "data", "Corefile"); err != nil {
 			return err
 		}
 	}
 
-	if spec.ClusterIP != "" {
-		svc, err := engine.MustFindObject(objects, "Service", coreDNSService)
-		if err != nil {
-			return err
-		}
-		if err := svc.SetNestedField(spec.ClusterIP, "spec", "clusterIP"); err != nil {
-			return err
-		}
-		if err := svc.SetNestedSlice([]any{spec.ClusterIP}, "spec", "clusterIPs"); err != nil {
-			return err
-		}
+	if err := engine.SetClusterIP(objects, coreDNSService, spec.ClusterIP); err != nil {
+		return err
 	}
 
 	deploy, err := engine.MustFindObject(objects, "Deployment", coreDNSDeployment)

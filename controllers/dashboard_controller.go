@@ -52,6 +52,9 @@ func DashboardDefinition() engine.Definition {
 			appsv1.SchemeGroupVersion.WithKind("Deployment"),
 		},
 		Transforms: []engine.ObjectTransform{transformDashboard},
+		// The Dashboard writes its CSRF key into this Secret when it starts.
+		DriftExclusions: []addonsv1alpha1.DriftExclusion{{
+			Target: addonsv1alpha1.ObjectSelector{Kind: "Secret", Name: "kubernetes-dashboard-csrf"}, Paths: []string{"/data"}}},
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/internal/engine"
@@ -67,11 +66,12 @@ func followedCoreDNS(addon addonsv1alpha1.Addon) []addonsv1alpha1.AddonReference
 
 // nodeLocalDNSAddresses works out the cluster DNS IP and domain: the spec's own values
 // first, then the followed CoreDNS's (CoreDNSServiceAddress), then the packaged defaults.
-func nodeLocalDNSAddresses(ctx context.Context, c client.Reader, addon addonsv1alpha1.Addon) (any, error) {
-	n, ok := addon.(*addonsv1alpha1.NodeLocalDNS)
+func nodeLocalDNSAddresses(ctx context.Context, req engine.InputRequest) (any, error) {
+	n, ok := req.Addon.(*addonsv1alpha1.NodeLocalDNS)
 	if !ok {
-		return nil, fmt.Errorf("expected a NodeLocalDNS, got %T", addon)
+		return nil, fmt.Errorf("expected a NodeLocalDNS, got %T", req.Addon)
 	}
+	c := req.Cache
 	in := nodeLocalDNSInputs{ClusterDNSIP: n.Spec.ClusterDNSIP, DNSDomain: n.Spec.DNSDomain}
 	if refs := followedCoreDNS(n); len(refs) > 0 && (in.ClusterDNSIP == "" || in.DNSDomain == "") {
 		coreDNS := &addonsv1alpha1.CoreDNS{}

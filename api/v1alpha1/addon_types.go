@@ -66,6 +66,13 @@ type AddonStatus struct {
 	// +optional
 	LastAppliedTime *metav1.Time `json:"lastAppliedTime,omitempty"`
 
+	// adopted lists the objects kaddons took over with spec.adopt: IfUnmanaged, and who
+	// managed them before.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	Adopted []AdoptedObject `json:"adopted,omitempty"`
+
 	// inventory lists every object kaddons applied for this add-on. Objects that leave the
 	// rendered manifests are pruned from it; deleting the add-on deletes all of them.
 	// +listType=atomic
@@ -145,6 +152,95 @@ type AddonSpec struct {
 	// +kubebuilder:default=Delete
 	// +optional
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+
+	// adopt says what happens to an object the package renders that already exists and
+	// that kaddons did not create (kubeadm's CoreDNS, another tool's metrics-server).
+	// Never, the default, leaves every such object exactly as it is, applies nothing and
+	// reports AdoptionRequired naming them. IfUnmanaged takes them over: kaddons' labels,
+	// the inventory, and the fields the package sets; from then on deletionPolicy applies
+	// to them as to objects kaddons created. Objects another add-on owns are never taken.
+	// +kubebuilder:validation:Enum=Never;IfUnmanaged
+	// +optional
+	Adopt AdoptionPolicy `json:"adopt,omitempty"`
+
+	// driftExclusions leave fields of rendered objects to other controllers or to people:
+	// each field is set when kaddons creates the object, then released. kaddons no longer
+	// applies it, and changes to it are not drift. kaddons adds its own: spec.replicas of
+	// a Deployment that a HorizontalPodAutoscaler targets, and data the add-on fills in
+	// at run time (the Dashboard's CSRF Secret).
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	DriftExclusions []DriftExclusion `json:"driftExclusions,omitempty"`
+}
+
+// AdoptionPolicy says whether kaddons takes over existing objects it did not create.
+type AdoptionPolicy string
+
+const (
+	// AdoptNever leaves existing objects alone and reports them (the default).
+	AdoptNever AdoptionPolicy = "Never"
+	// AdoptIfUnmanaged takes over existing objects that no add-on owns.
+	AdoptIfUnmanaged AdoptionPolicy = "IfUnmanaged"
+)
+
+// DriftExclusion names fields of one rendered object that kaddons sets only on creation.
+type DriftExclusion struct {
+	// target is the rendered object, by kind and name (and group and namespace, when
+	// the kind or name alone is ambiguous).
+	// +required
+	Target ObjectSelector `json:"target"`
+	// paths are JSON pointers (RFC 6901) to the fields, such as /spec/replicas or
+	// /data. A field under /metadata other than labels and annotations cannot be excluded.
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:Pattern=`^(/([^/~]|~[01])*)+$`
+	// +kubebuilder:validation:items:MaxLength=256
+	// +required
+	Paths []string `json:"paths"`
+}
+
+// ObjectSelector picks rendered objects.
+type ObjectSelector struct {
+	// group is the object's API group; empty matches any group.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Group string `json:"group,omitempty"`
+	// kind is the object's kind, e.g. Deployment.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Kind string `json:"kind"`
+	// name is the object's rendered name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+	// namespace is the object's rendered namespace; empty matches any.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// Matches reports whether the selector picks the object ref.
+func (s ObjectSelector) Matches(ref ObjectReference) bool {
+	return s.Kind == ref.Kind && s.Name == ref.Name && (s.Group == "" || s.Group == ref.Group) &&
+		(s.Namespace == "" || s.Namespace == ref.Namespace)
+}
+
+// AdoptedObject records one object kaddons took over.
+type AdoptedObject struct {
+	ObjectReference `json:",inline"`
+	// fieldManagers are the field managers that owned fields of the object when kaddons
+	// adopted it, such as kubeadm or kubectl-client-side-apply.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	FieldManagers []string `json:"fieldManagers,omitempty"`
+	// adoptedAt is when kaddons took it over.
+	// +optional
+	AdoptedAt *metav1.Time `json:"adoptedAt,omitempty"`
 }
 
 // DeletionPolicy says what deleting an add-on does to its children.

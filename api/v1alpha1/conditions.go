@@ -37,6 +37,15 @@ const (
 	// ReasonOwnershipConflict means a rendered object already exists and belongs to
 	// another add-on; kaddons does not take it over.
 	ReasonOwnershipConflict = "OwnershipConflict"
+	// ReasonAdoptionRequired means rendered objects already exist that kaddons did not
+	// create; they are left untouched until spec.adopt says to take them over.
+	ReasonAdoptionRequired = "AdoptionRequired"
+	// ReasonCorefileMigrationFailed means an existing Corefile cannot be migrated to the
+	// CoreDNS version being applied (a plugin it uses was removed); nothing is applied.
+	ReasonCorefileMigrationFailed = "CorefileMigrationFailed"
+	// ReasonInvalidDriftExclusion means an entry of spec.driftExclusions is malformed or
+	// targets an object the package does not contain.
+	ReasonInvalidDriftExclusion = "InvalidDriftExclusion"
 	// ReasonImmutableField means a new manifest changes a field the API server does not
 	// allow to change, and spec.upgrade.recreateOnImmutable is not set.
 	ReasonImmutableField = "ImmutableField"

@@ -79,6 +79,7 @@ func (r *Reconciler) apply(ctx context.Context, st *reconcileState) outcome {
 		objects:  r.withOwnerReferences(st.addon, st.rendered.objects),
 		previous: status.Inventory,
 		only:     st.plan.only,
+		excluded: st.plan.excluded,
 		kind:     r.gvk.Kind,
 		owner:    types.NamespacedName{Namespace: st.addon.GetNamespace(), Name: st.addon.GetName()},
 		inputsChanged: status.ObservedGeneration != generation || status.AppliedVersion != st.resolved.Version ||
@@ -87,6 +88,7 @@ func (r *Reconciler) apply(ctx context.Context, st *reconcileState) outcome {
 	if up := st.addon.GetAddonSpec().Upgrade; up != nil {
 		req.recreateOnImmutable = up.RecreateOnImmutable
 	}
+	req.adopt = st.addon.GetAddonSpec().Adopt == addonsv1alpha1.AdoptIfUnmanaged
 	res, err := r.applier.apply(ctx, req)
 	st.applied = res
 	if res.inventory != nil {
@@ -96,6 +98,7 @@ func (r *Reconciler) apply(ctx context.Context, st *reconcileState) outcome {
 		return applyOutcome(err)
 	}
 	recordApplied(status, generation, st.resolved.Version, time.Now())
+	recordAdopted(status, res.adopted)
 	return proceed()
 }
 
@@ -146,6 +149,11 @@ type applyRequest struct {
 	// recreateOnImmutable lets apply delete and re-create an object to change an
 	// immutable field.
 	recreateOnImmutable bool
+	// adopt takes over existing objects that no add-on owns (spec.adopt: IfUnmanaged).
+	adopt bool
+	// excluded are fields set only on creation: on later applies they are handed to
+	// ReleasedFieldManager and left out.
+	excluded exclusions
 }
 
 // applyResult is what one apply did. After a failed apply it still holds everything
@@ -162,6 +170,8 @@ type applyResult struct {
 	drifted []addonsv1alpha1.ObjectReference
 	// recreated lists objects deleted and re-created to change immutable fields.
 	recreated []addonsv1alpha1.ObjectReference
+	// adopted lists the unmanaged objects this apply took over.
+	adopted []addonsv1alpha1.AdoptedObject
 }
 
 // ownerKey formats the request's owner the way ownerOf formats a child's owner.
@@ -179,10 +189,11 @@ func (a *applier) apply(ctx context.Context, req applyRequest) (applyResult, err
 		s := stageOf(u.GroupVersionKind().Group, u.GetKind())
 		stages[s] = append(stages[s], u)
 	}
-	skip, external, live, err := a.handedOver(ctx, req)
+	own, err := a.handedOver(ctx, req)
 	if err != nil {
 		return res, err
 	}
+	skip, external := own.skip, own.external
 	desired := make([]addonsv1alpha1.ObjectReference, 0, len(req.objects))
 	for s := stageCRDs; s <= stageAPIEndpoints; s++ {
 		for _, u := range stages[s] {
@@ -197,7 +208,7 @@ func (a *applier) apply(ctx context.Context, req applyRequest) (applyResult, err
 			return skip[ref] || (req.only != nil && !req.only[ref])
 		})
 	}
-	w := &stageWriter{applier: a, req: req, live: live, res: &res}
+	w := &stageWriter{applier: a, req: req, live: own.live, res: &res}
 	for s := stageCRDs; s <= stageAPIEndpoints; s++ {
 		err := w.applyStage(ctx, stages[s])
 		if err == nil && s == stageCRDs && len(stages[s]) > 0 {
@@ -211,6 +222,7 @@ func (a *applier) apply(ctx context.Context, req applyRequest) (applyResult, err
 		}
 	}
 	res.inventory = desired
+	res.adopted = own.adopted
 
 	stale := slices.DeleteFunc(staleObjects(req.previous, desired), func(ref addonsv1alpha1.ObjectReference) bool {
 		return a.ignored(ctx, ref)
@@ -232,16 +244,31 @@ type liveInfo struct {
 	generation      int64
 }
 
-// handedOver returns the objects kaddons must not write this time: those whose live copy
-// (or rendered manifest) carries mode ignore, and those with mode ensure-exists that
-// already exist. It also returns the external objects, which are neither written nor
-// recorded in the inventory: Namespaces that existed before the add-on; and what the
-// cache knew of each object. An unknown mode is a *modeError naming the object, and an
-// object another add-on owns a *conflictError.
-func (a *applier) handedOver(ctx context.Context, req applyRequest) (skip, external map[addonsv1alpha1.ObjectReference]bool,
-	live map[addonsv1alpha1.ObjectReference]liveInfo, _ error) {
-	skip, external = map[addonsv1alpha1.ObjectReference]bool{}, map[addonsv1alpha1.ObjectReference]bool{}
-	live = map[addonsv1alpha1.ObjectReference]liveInfo{}
+// ownership is what handedOver found out about the rendered objects.
+type ownership struct {
+	// skip are the objects not to write this time (modes ignore and ensure-exists).
+	skip map[addonsv1alpha1.ObjectReference]bool
+	// external are objects neither written nor recorded in the inventory: a Namespace
+	// that existed before the add-on, or an unmanaged object with a mode annotation.
+	external map[addonsv1alpha1.ObjectReference]bool
+	// live is what the cache knew of each object before the apply.
+	live map[addonsv1alpha1.ObjectReference]liveInfo
+	// adopted are the unmanaged objects spec.adopt takes over.
+	adopted []addonsv1alpha1.AdoptedObject
+}
+
+// handedOver finds out, for every rendered object, whether kaddons may write it. An object
+// in the cache carries kaddons' labels: it is the add-on's own, or another add-on's (a
+// *conflictError). An object the cache does not hold and the inventory does not list is
+// looked up on the API server, past the cache: one that exists without kaddons' labels
+// was not created by kaddons, and is never written unless req.adopt takes it over (an
+// *adoptionError lists them all; nothing is applied then). A Namespace that exists
+// unmanaged is used, never adopted. Modes (ignore, ensure-exists) on the object decide
+// the rest; an unknown mode is a *modeError.
+func (a *applier) handedOver(ctx context.Context, req applyRequest) (ownership, error) {
+	own := ownership{skip: map[addonsv1alpha1.ObjectReference]bool{}, external: map[addonsv1alpha1.ObjectReference]bool{},
+		live: map[addonsv1alpha1.ObjectReference]liveInfo{}}
+	var unmanaged []addonsv1alpha1.ObjectReference
 	for _, u := range req.objects {
 		ref := refOf(u)
 		mode := u.GetAnnotations()[addonsv1alpha1.AnnotationMode]
@@ -249,57 +276,115 @@ func (a *applier) handedOver(ctx context.Context, req applyRequest) (skip, exter
 		cached := &unstructured.Unstructured{}
 		cached.SetGroupVersionKind(ref.GroupVersionKind())
 		err := a.client.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, cached)
-		if apierrors.IsNotFound(err) && ref.Group == "" && ref.Kind == kindNamespace {
-			// The cache holds only managed objects. A Namespace that exists unmanaged
-			// holds things that are not the add-on's: use it, never adopt or delete it.
-			switch ok, err := a.existsUnmanaged(ctx, ref); {
-			case err != nil:
-				return nil, nil, nil, &writeError{err: err}
-			case ok:
-				external[ref], skip[ref] = true, true
-				continue
-			}
-		}
 		switch {
 		case err == nil:
 			exists = true
 			if owner := ownerOf(cached.GetLabels()); owner != "" && owner != req.ownerKey() {
-				return nil, nil, nil, &conflictError{ref: ref, owner: owner}
+				return own, &conflictError{ref: ref, owner: owner}
 			}
-			live[ref] = liveInfo{exists: true, resourceVersion: cached.GetResourceVersion(), generation: cached.GetGeneration()}
+			own.live[ref] = liveInfo{exists: true, resourceVersion: cached.GetResourceVersion(), generation: cached.GetGeneration()}
 			if m, ok := cached.GetAnnotations()[addonsv1alpha1.AnnotationMode]; ok {
 				mode = m
 			}
-		case !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err):
+		case meta.IsNoMatchError(err):
 			// A kind the package's own CRD defines is not served yet: nothing exists.
-			return nil, nil, nil, &writeError{err: fmt.Errorf("reading %s: %w", ref, err)}
+		case !apierrors.IsNotFound(err):
+			return own, &writeError{err: fmt.Errorf("reading %s: %w", ref, err)}
+		case !slices.ContainsFunc(req.previous, func(p addonsv1alpha1.ObjectReference) bool { return sameObject(p, ref) }):
+			// Neither cached nor in the inventory: kaddons did not create it. Does it exist?
+			live, err := a.liveMetadata(ctx, ref)
+			if err != nil {
+				return own, &writeError{err: err}
+			}
+			if live == nil {
+				break
+			}
+			switch owner := ownerOf(live.GetLabels()); {
+			case owner == req.ownerKey():
+				// The cache has not caught up with our own write.
+				exists = true
+			case owner != "":
+				return own, &conflictError{ref: ref, owner: owner}
+			case ref.Group == "" && ref.Kind == kindNamespace:
+				// A Namespace holds things that are not the add-on's: use it, never adopt
+				// or delete it.
+				own.external[ref], own.skip[ref] = true, true
+				continue
+			case live.GetAnnotations()[addonsv1alpha1.AnnotationMode] != "":
+				// Marked by its owner as not to be managed: leave it and do not record it.
+				own.external[ref], own.skip[ref] = true, true
+				continue
+			case req.adopt:
+				own.adopted = append(own.adopted, adoptedObject(ref, live))
+				exists = true
+			default:
+				unmanaged = append(unmanaged, ref)
+				continue
+			}
 		}
 		switch mode {
 		case "":
 		case addonsv1alpha1.ModeIgnore:
-			skip[ref] = true
+			own.skip[ref] = true
 		case addonsv1alpha1.ModeEnsureExists:
-			skip[ref] = exists
+			own.skip[ref] = exists
 		default:
-			return nil, nil, nil, &modeError{ref: ref, mode: mode}
+			return own, &modeError{ref: ref, mode: mode}
 		}
 	}
-	return skip, external, live, nil
+	if len(unmanaged) > 0 {
+		return own, &adoptionError{refs: unmanaged}
+	}
+	return own, nil
 }
 
-// existsUnmanaged reads ref from the API server, past the label-filtered cache, and
-// reports whether it exists without kaddons' labels.
-func (a *applier) existsUnmanaged(ctx context.Context, ref addonsv1alpha1.ObjectReference) (bool, error) {
+// liveMetadata reads ref's metadata from the API server, past the label-filtered cache;
+// nil when it does not exist.
+func (a *applier) liveMetadata(ctx context.Context, ref addonsv1alpha1.ObjectReference) (*metav1.PartialObjectMetadata, error) {
 	live := &metav1.PartialObjectMetadata{}
 	live.SetGroupVersionKind(ref.GroupVersionKind())
-	err := a.reader.Get(ctx, types.NamespacedName{Name: ref.Name}, live)
+	err := a.reader.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, live)
 	switch {
-	case apierrors.IsNotFound(err):
-		return false, nil
+	case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
+		return nil, nil
 	case err != nil:
-		return false, fmt.Errorf("reading %s: %w", ref, err)
+		return nil, fmt.Errorf("reading %s: %w", ref, err)
 	}
-	return ownerOf(live.GetLabels()) == "", nil
+	return live, nil
+}
+
+// adoptedObject records ref, taken over from the field managers of live.
+func adoptedObject(ref addonsv1alpha1.ObjectReference, live *metav1.PartialObjectMetadata) addonsv1alpha1.AdoptedObject {
+	var managers []string
+	for _, m := range live.GetManagedFields() {
+		if m.Manager != "" && !slices.Contains(managers, m.Manager) && len(managers) < 16 {
+			managers = append(managers, m.Manager)
+		}
+	}
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
+	return addonsv1alpha1.AdoptedObject{ObjectReference: ref, FieldManagers: managers, AdoptedAt: &now}
+}
+
+// adoptionError reports rendered objects that exist without kaddons' ownership.
+type adoptionError struct{ refs []addonsv1alpha1.ObjectReference }
+
+func (e *adoptionError) Error() string {
+	names := make([]string, 0, len(e.refs))
+	for _, ref := range e.refs {
+		names = append(names, ref.String())
+	}
+	return fmt.Sprintf("%s already exist%s and kaddons did not create %s; nothing was changed. "+
+		"Set spec.adopt: IfUnmanaged to take %s over, or remove %s",
+		strings.Join(names, ", "), map[bool]string{true: "s", false: ""}[len(names) == 1], them(len(names)),
+		them(len(names)), them(len(names)))
+}
+
+// them is "it" or "them".
+func them(n int) string {
+	if n == 1 {
+		return "it"
+	}
+	return "them"
 }
 
 // conflictError reports a rendered object that another add-on owns.
@@ -342,13 +427,21 @@ var applyFailures = []struct {
 	class    conditionClass
 	reason   string
 	terminal bool
+	// retryAfter, when set, looks again after this long instead of returning the error.
+	retryAfter time.Duration
 }{
 	{is: errorIs[*conflictError], class: classStalled, reason: addonsv1alpha1.ReasonOwnershipConflict, terminal: true},
 	{is: errorIs[*modeError], class: classStalled, reason: addonsv1alpha1.ReasonInvalidMode, terminal: true},
 	// Retrying cannot help: the spec must change or opt in to re-creation.
 	{is: errorIs[*immutableError], class: classFailed, reason: addonsv1alpha1.ReasonImmutableField, terminal: true},
 	{is: errorIs[*pruneError], class: classFailed, reason: addonsv1alpha1.ReasonPruneFailed},
+	// Nothing was written; the objects may go away or spec.adopt may change. The add-on
+	// stalls (a human decides) and looks again after adoptionRetry.
+	{is: errorIs[*adoptionError], class: classStalled, reason: addonsv1alpha1.ReasonAdoptionRequired, retryAfter: adoptionRetry},
 }
+
+// adoptionRetry is how often an add-on waiting for adoption looks at the cluster again.
+const adoptionRetry = time.Minute
 
 // errorIs reports whether err wraps an error of type T.
 func errorIs[T error](err error) bool {
@@ -360,9 +453,13 @@ func errorIs[T error](err error) bool {
 // is ApplyFailed and retried.
 func applyOutcome(err error) outcome {
 	for _, f := range applyFailures {
-		if f.is(err) {
-			return outcome{stop: true, class: f.class, reason: f.reason, message: err.Error(), err: err, terminal: f.terminal}
+		if !f.is(err) {
+			continue
 		}
+		if f.retryAfter > 0 {
+			return outcome{stop: true, class: f.class, reason: f.reason, message: err.Error(), requeueAfter: f.retryAfter}
+		}
+		return outcome{stop: true, class: f.class, reason: f.reason, message: err.Error(), err: err, terminal: f.terminal}
 	}
 	return failed(addonsv1alpha1.ReasonApplyFailed, err)
 }
@@ -429,7 +526,14 @@ func (w *stageWriter) applyStage(ctx context.Context, objects []*unstructured.Un
 }
 
 // applyOne server-side applies one object and reports whether it had to be re-created.
+// An existing object's excluded fields are released first and then left out.
 func (w *stageWriter) applyOne(ctx context.Context, u *unstructured.Unstructured) (bool, error) {
+	if paths := w.req.excluded[refOf(u)]; len(paths) > 0 && w.live[refOf(u)].exists {
+		if err := w.release(ctx, u, paths); err != nil {
+			return false, err
+		}
+		*u = *without(u, paths)
+	}
 	err := w.applyRetryingBindings(ctx, u)
 	fields := immutableFields(err)
 	if fields == "" {
@@ -449,6 +553,24 @@ func (w *stageWriter) applyOne(ctx context.Context, u *unstructured.Unstructured
 // bindingRetryTimeout bounds the retries of a binding whose role the API server's RBAC
 // cache has not seen yet.
 const bindingRetryTimeout = 10 * time.Second
+
+// release hands the excluded fields of the live object u names to ReleasedFieldManager,
+// at their live values, so that kaddons leaving them out of its apply keeps them as they
+// are and any other manager (an HPA, the add-on itself) can change them.
+func (w *stageWriter) release(ctx context.Context, u *unstructured.Unstructured, paths [][]string) error {
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(u.GroupVersionKind())
+	if err := w.client.Get(ctx, types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}, live); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	held := only(live, paths)
+	if len(held.Object) <= 3 {
+		// Only apiVersion, kind and metadata: nothing to hold.
+		return nil
+	}
+	return w.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(held),
+		client.FieldOwner(ReleasedFieldManager), client.ForceOwnership)
+}
 
 // immutableError reports an apply refused because it changes immutable fields.
 type immutableError struct {

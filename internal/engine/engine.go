@@ -58,14 +58,19 @@ type Definition struct {
 	// Transforms are the add-on's typed-field transforms. They run after kustomize and
 	// before the user's patches, so a patch can still override them.
 	Transforms []ObjectTransform
+	// DriftExclusions are fields the add-on's own program fills in at run time (the
+	// Dashboard's CSRF Secret): kaddons sets them on creation only, as with
+	// spec.driftExclusions. A target the package does not render is skipped.
+	DriftExclusions []addonsv1alpha1.DriftExclusion
 	// Follows lists the other add-ons whose settings this add-on's transforms read (a
 	// NodeLocalDNS follows a CoreDNS). A change to one of them reconciles this add-on.
 	Follows func(addon addonsv1alpha1.Addon) []addonsv1alpha1.AddonReference
 	// Inputs computes what the transforms read from outside the add-on's own spec, such
-	// as a followed add-on's settings, reading through the engine's cache. The result is
+	// as a followed add-on's settings or an existing config file to adopt. The result is
 	// part of the render cache key and reaches transforms as RenderInput.Inputs. A
-	// *WaitError stops the reconcile without applying until a followed add-on changes.
-	Inputs func(ctx context.Context, c client.Reader, addon addonsv1alpha1.Addon) (any, error)
+	// *WaitError stops the reconcile without applying until a followed add-on changes; a
+	// *BlockedError stops it as Stalled, with its own reason, and looks again later.
+	Inputs func(ctx context.Context, req InputRequest) (any, error)
 }
 
 // TargetNamespace returns the namespace addon's namespaced objects are installed in.

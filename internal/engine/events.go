@@ -26,6 +26,8 @@ const (
 	EventDriftCorrected = "DriftCorrected"
 	// EventPaused is recorded when reconciliation is suspended.
 	EventPaused = "Paused"
+	// EventAdopted is recorded when kaddons takes over objects it did not create.
+	EventAdopted = "Adopted"
 )
 
 // recordEvents records an event for each transition between the status before and after
@@ -57,6 +59,15 @@ func (r *Reconciler) recordEvents(before, after addonsv1alpha1.Addon, st *reconc
 			names = append(names, ref.String())
 		}
 		r.event(after, corev1.EventTypeNormal, list.reason, list.action, "%s: %s", list.note, strings.Join(names, ", "))
+	}
+
+	if len(st.applied.adopted) > 0 {
+		names := make([]string, 0, len(st.applied.adopted))
+		for _, a := range st.applied.adopted {
+			names = append(names, fmt.Sprintf("%s (from %s)", a.String(), strings.Join(a.FieldManagers, ", ")))
+		}
+		r.event(after, corev1.EventTypeNormal, EventAdopted, "Adopt", "Took over objects kaddons did not create: %s",
+			strings.Join(names, "; "))
 	}
 
 	oldReady := meta.FindStatusCondition(oldStatus.Conditions, addonsv1alpha1.ConditionReady)

@@ -206,3 +206,20 @@ func ReplaceInData(o *Object, key string, replace *strings.Replacer) error {
 	}
 	return o.SetNestedField(replace.Replace(value), "data", key)
 }
+
+// SetClusterIP gives the rendered Service name the fixed cluster IP ip (spec.clusterIP
+// and spec.clusterIPs), as the address kubelets hand to pods must not change. An empty ip
+// leaves the Service alone.
+func SetClusterIP(objects *Objects, name, ip string) error {
+	if ip == "" {
+		return nil
+	}
+	svc, err := MustFindObject(objects, "Service", name)
+	if err != nil {
+		return err
+	}
+	if err := svc.SetNestedField(ip, "spec", "clusterIP"); err != nil {
+		return err
+	}
+	return svc.SetNestedSlice([]any{ip}, "spec", "clusterIPs")
+}

@@ -19,6 +19,8 @@ type planResult struct {
 	skip bool
 	// only, when not nil, limits the apply to the objects that drifted.
 	only map[addonsv1alpha1.ObjectReference]bool
+	// excluded are the fields set only on creation (drift exclusions).
+	excluded exclusions
 }
 
 // plan decides what needs to be written. When the inventory already holds exactly the
@@ -26,6 +28,11 @@ type planResult struct {
 // the manifests set, the apply is skipped: a reconcile with unchanged inputs and no drift
 // makes no API request at all. When only some objects drifted, only those are applied.
 func (r *Reconciler) plan(ctx context.Context, st *reconcileState) outcome {
+	excluded, err := r.driftExclusions(ctx, st)
+	if err != nil {
+		return stalled(addonsv1alpha1.ReasonInvalidDriftExclusion, err)
+	}
+	st.plan = planResult{excluded: excluded}
 	status := st.addon.GetAddonStatus()
 	objects := st.rendered.objects.Items
 	if status.AppliedVersion != st.resolved.Version || !sameSet(status.Inventory, objects) {
@@ -48,15 +55,15 @@ func (r *Reconciler) plan(ctx context.Context, st *reconcileState) outcome {
 		case addonsv1alpha1.ModeIgnore, addonsv1alpha1.ModeEnsureExists:
 			continue
 		}
-		if !contains(live.Object, withoutOwnerRefs(desired).Object) {
+		if !contains(live.Object, without(withoutOwnerRefs(desired), excluded[refOf(desired)]).Object) {
 			drifted[refOf(desired)] = true
 		}
 	}
 	if len(drifted) == 0 {
-		st.plan = planResult{skip: true}
+		st.plan.skip = true
 		return proceed()
 	}
-	st.plan = planResult{only: drifted}
+	st.plan.only = drifted
 	return proceed()
 }
 

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/internal/channels"
@@ -49,6 +51,39 @@ func Waiting(format string, args ...any) error {
 	return &WaitError{Message: fmt.Sprintf(format, args...)}
 }
 
+// InputRequest is what a Definition's Inputs reads.
+type InputRequest struct {
+	// Addon is the add-on resource.
+	Addon addonsv1alpha1.Addon
+	// Package is the resolved package (add-on name and version).
+	Package channels.Resolved
+	// TargetNamespace is where the add-on's namespaced objects go.
+	TargetNamespace string
+	// Cache reads through the engine's cache, which holds only objects kaddons manages
+	// (and the add-ons). A no-op reconcile must read only from here.
+	Cache client.Reader
+	// API reads from the API server directly: for objects kaddons does not manage yet,
+	// such as one to adopt. Each read is a request; use it only when the cache cannot
+	// answer.
+	API client.Reader
+}
+
+// BlockedError is returned by a Definition's Inputs when the add-on cannot be rendered
+// until something in the cluster or the spec changes (an existing Corefile that cannot be
+// migrated). The engine applies nothing, reports Stalled with Reason and Message, and
+// looks again after a minute.
+type BlockedError struct {
+	// Reason is the condition reason, a constant of api/v1alpha1.
+	Reason string
+	// Message says what blocks the add-on and how to unblock it.
+	Message string
+}
+
+func (e *BlockedError) Error() string { return e.Message }
+
+// blockedRetry is how often a blocked add-on looks at the cluster again.
+const blockedRetry = time.Minute
+
 // rendered is the render phase's result.
 type rendered struct {
 	// objects are the transformed, labelled objects, in apply order. They may be shared
@@ -68,11 +103,16 @@ func (r *Reconciler) render(ctx context.Context, st *reconcileState) outcome {
 		Settings: st.settings}
 	inputsKey := ""
 	if r.def.Inputs != nil {
-		value, err := r.def.Inputs(ctx, r.client, st.addon)
+		value, err := r.def.Inputs(ctx, InputRequest{Addon: st.addon, Package: st.resolved, TargetNamespace: in.TargetNamespace,
+			Cache: r.client, API: r.reader})
 		if err != nil {
 			var wait *WaitError
 			if errors.As(err, &wait) {
 				return progressing(addonsv1alpha1.ReasonDependencyNotReady, wait.Message)
+			}
+			var blocked *BlockedError
+			if errors.As(err, &blocked) {
+				return refused(blocked.Reason, blocked.Message).after(blockedRetry)
 			}
 			out := failed(addonsv1alpha1.ReasonRenderFailed, fmt.Errorf("reading the inputs of %s: %w", r.gvk.Kind, err))
 			out.message = err.Error()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -53,6 +54,15 @@ func recordApplied(status *addonsv1alpha1.AddonStatus, generation int64, version
 	}
 	status.AppliedVersion = version
 	trackUpgrade(status, version, now)
+}
+
+// recordAdopted adds the objects an apply took over to status.adopted.
+func recordAdopted(status *addonsv1alpha1.AddonStatus, adopted []addonsv1alpha1.AdoptedObject) {
+	for _, a := range adopted {
+		if !slices.ContainsFunc(status.Adopted, func(o addonsv1alpha1.AdoptedObject) bool { return sameObject(o.ObjectReference, a.ObjectReference) }) {
+			status.Adopted = append(status.Adopted, a)
+		}
+	}
 }
 
 // addFinalizer adds the engine's finalizer with a JSON patch that appends the one entry

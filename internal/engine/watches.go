@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -63,6 +64,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // CacheOptions restricts the manager's cache, for every child kind of defs, to objects
 // that kaddons manages, so memory does not grow with unrelated objects in the cluster.
+// HorizontalPodAutoscalers are cached unfiltered.
 // Managed fields are stripped from everything cached.
 func CacheOptions(defs ...Definition) cache.Options {
 	selector := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue})
@@ -79,6 +81,9 @@ func CacheOptions(defs ...Definition) cache.Options {
 			byObject[u] = cache.ByObject{Label: selector}
 		}
 	}
+	// HorizontalPodAutoscalers are the user's, not kaddons': cached whole (they are few),
+	// so that the plan phase can leave spec.replicas of the workloads they scale alone.
+	byObject[&autoscalingv2.HorizontalPodAutoscaler{}] = cache.ByObject{}
 	return cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()}
 }
 

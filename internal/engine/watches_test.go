@@ -56,11 +56,14 @@ func TestCacheOptionsFilterEveryChildKind(t *testing.T) {
 	def := Definition{Children: []schema.GroupVersionKind{corev1.SchemeGroupVersion.WithKind("ConfigMap"),
 		corev1.SchemeGroupVersion.WithKind("Service")}}
 	opts := CacheOptions(def, def)
-	if len(opts.ByObject) != 2 {
-		t.Fatalf("CacheOptions has %d entries, want one per distinct child kind", len(opts.ByObject))
+	if len(opts.ByObject) != 3 {
+		t.Fatalf("CacheOptions has %d entries, want one per distinct child kind and the HPAs", len(opts.ByObject))
 	}
 	for obj, by := range opts.ByObject {
-		u := obj.(*unstructured.Unstructured)
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			continue
+		}
 		if by.Label == nil || !by.Label.Matches(labels.Set(map[string]string{LabelManagedBy: ManagedByValue})) ||
 			by.Label.Matches(labels.Set(map[string]string{})) {
 			t.Errorf("%s is not filtered by %s=%s", u.GroupVersionKind(), LabelManagedBy, ManagedByValue)

@@ -1,0 +1,80 @@
+package corefile
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	"github.com/kaddons/kaddons/internal/engine"
+)
+
+// custom is a Corefile as an admin edits kubeadm's: an extra hosts block in the root
+// server and an extra server block.
+const custom = `.:53 {
+    errors
+    health {
+       lameduck 5s
+    }
+    ready
+    hosts {
+       10.0.0.1 example.internal
+       fallthrough
+    }
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+       pods insecure
+       fallthrough in-addr.arpa ip6.arpa
+       ttl 30
+    }
+    prometheus :9153
+    forward . /etc/resolv.conf {
+       max_concurrent 1000
+    }
+    cache 30
+    loop
+    reload
+    loadbalance
+}
+example.internal:53 {
+    forward . 10.0.0.53
+}
+`
+
+func TestMigrate(t *testing.T) {
+	for _, tc := range []struct {
+		name, corefile, from, to string
+		wantBlocked              string
+		wantKept                 []string
+	}{
+		{name: "same version", corefile: custom, from: "1.12.1", to: "1.12.1", wantKept: []string{"hosts {", "example.internal:53"}},
+		{name: "unknown running version", corefile: custom, from: "", to: "1.12.1", wantKept: []string{"hosts {"}},
+		{name: "up", corefile: custom, from: "1.11.3", to: "1.12.1", wantKept: []string{"hosts {", "10.0.0.1 example.internal",
+			"example.internal:53 {", "forward . 10.0.0.53"}},
+		{name: "down", corefile: custom, from: "v1.12.1", to: "1.11.3", wantKept: []string{"hosts {", "example.internal:53 {"}},
+		{name: "a removed option", corefile: strings.Replace(custom, "ttl 30", "ttl 30\n       upstream", 1), from: "1.6.7", to: "1.12.1",
+			wantBlocked: `Option "upstream" in plugin "kubernetes" is removed`},
+		{name: "a plugin the library does not know", corefile: strings.Replace(custom, "loop\n", "loop\n    myplugin\n", 1),
+			from: "1.11.3", to: "1.12.1", wantBlocked: `Plugin "myplugin" is unsupported`},
+		{name: "not a version", corefile: custom, from: "latest", to: "1.12.1", wantBlocked: "unknown version"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Migrate(tc.corefile, tc.from, tc.to)
+			if tc.wantBlocked != "" {
+				var blocked *engine.BlockedError
+				if !errors.As(err, &blocked) || blocked.Reason != addonsv1alpha1.ReasonCorefileMigrationFailed ||
+					!strings.Contains(blocked.Message, tc.wantBlocked) || !strings.Contains(blocked.Message, "nothing was changed") {
+					t.Fatalf("Migrate = %q, %v; want a CorefileMigrationFailed block naming %q", got, err, tc.wantBlocked)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Migrate: %v", err)
+			}
+			for _, k := range tc.wantKept {
+				if !strings.Contains(got, k) {
+					t.Errorf("the migrated Corefile lost %q:\n%s", k, got)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,89 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+)
+
+// Helpers for add-ons whose existing installs keep a configuration file that adoption
+// must carry over (CoreDNS's Corefile).
+
+// ExistingConfig names a configuration file of a package, kept in a ConfigMap, and the
+// workload whose image says which version wrote it.
+type ExistingConfig struct {
+	// ConfigMap is the ConfigMap's name in the target namespace; Key its data entry.
+	ConfigMap, Key string
+	// Deployment and Container name the workload and container whose image tag is the
+	// running version.
+	Deployment, Container string
+}
+
+// AdoptedConfig returns the configuration file want names when the add-on takes it over
+// or took it over before, with the version that wrote it; "" when kaddons writes the file
+// itself. That is:
+//   - a ConfigMap in status.adopted: its current data, read through the cache, written
+//     for status.appliedVersion;
+//   - with spec.adopt IfUnmanaged, a ConfigMap that exists without kaddons' labels: its
+//     data and the image tag of the running workload, read from the API server (only
+//     while the cache does not hold the ConfigMap, that is until it is adopted).
+func AdoptedConfig(ctx context.Context, req InputRequest, want ExistingConfig) (value, version string, err error) {
+	key := client.ObjectKey{Namespace: req.TargetNamespace, Name: want.ConfigMap}
+	ref := addonsv1alpha1.ObjectReference{Version: "v1", Kind: "ConfigMap", Namespace: key.Namespace, Name: key.Name}
+	status := req.Addon.GetAddonStatus()
+	cm := &corev1.ConfigMap{}
+	cacheErr := req.Cache.Get(ctx, key, cm)
+	switch {
+	case cacheErr == nil && slices.ContainsFunc(status.Adopted, func(a addonsv1alpha1.AdoptedObject) bool {
+		return sameObject(a.ObjectReference, ref)
+	}):
+		return cm.Data[want.Key], status.AppliedVersion, nil
+	case cacheErr == nil:
+		// kaddons created it: the package's file applies.
+		return "", "", nil
+	case !apierrors.IsNotFound(cacheErr):
+		return "", "", fmt.Errorf("reading %s: %w", ref, cacheErr)
+	case req.Addon.GetAddonSpec().Adopt != addonsv1alpha1.AdoptIfUnmanaged:
+		return "", "", nil
+	}
+	if err := req.API.Get(ctx, key, cm); apierrors.IsNotFound(err) {
+		return "", "", nil
+	} else if err != nil {
+		return "", "", fmt.Errorf("reading %s: %w", ref, err)
+	}
+	if ownerOf(cm.Labels) != "" {
+		// Managed already (the cache lags, or another add-on owns it: apply says which).
+		return "", "", nil
+	}
+	deploy := &appsv1.Deployment{}
+	if err := req.API.Get(ctx, client.ObjectKey{Namespace: req.TargetNamespace, Name: want.Deployment}, deploy); err == nil {
+		for _, c := range deploy.Spec.Template.Spec.Containers {
+			if c.Name == want.Container {
+				version = ImageTag(c.Image)
+			}
+		}
+	} else if !apierrors.IsNotFound(err) {
+		return "", "", fmt.Errorf("reading Deployment %s/%s: %w", req.TargetNamespace, want.Deployment, err)
+	}
+	return cm.Data[want.Key], version, nil
+}
+
+// ImageTag returns the tag of image without a leading v, or "" when it has none:
+// registry.k8s.io/coredns/coredns:v1.12.1 gives 1.12.1.
+func ImageTag(image string) string {
+	image, _, _ = strings.Cut(image, "@")
+	slash := strings.LastIndex(image, "/")
+	colon := strings.LastIndex(image, ":")
+	if colon < 0 || colon < slash {
+		return ""
+	}
+	return strings.TrimPrefix(image[colon+1:], "v")
+}
