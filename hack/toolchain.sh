@@ -9,7 +9,8 @@
 # same machine (CI) copies them instead of compiling Kubernetes again.
 #
 # Usage:
-#   hack/toolchain.sh [build] [component...]   build what is missing (default: everything)
+#   hack/toolchain.sh [build] [component...]   build what is missing (default: everything
+#                                              but the optional kubeadm)
 #   hack/toolchain.sh dir                      print the versioned binary folder
 #   hack/toolchain.sh id                       print the toolchain id
 set -euo pipefail
@@ -21,6 +22,8 @@ export GOTOOLCHAIN=go1.27.3
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TOOLS=${ROOT}/hack/tools
 ALL_COMPONENTS=(etcd kube-apiserver kubectl kube-controller-manager kube-scheduler kwok)
+# Built only when named: kubeadm renders the test data under test/testdata/kubeadm.
+OPTIONAL_COMPONENTS=(kubeadm)
 
 log() { printf '[toolchain] %s\n' "$*" >&2; }
 die() { printf '[toolchain] error: %s\n' "$*" >&2; exit 1; }
@@ -41,7 +44,7 @@ CACHE=${KADDONS_TOOLCHAIN_CACHE:-${XDG_CACHE_HOME:-${HOME}/.cache}/kaddons/toolc
 build_component() {
   local name=$1 module pkg ldflags=""
   case "${name}" in
-    kube-apiserver|kube-controller-manager|kube-scheduler|kubectl)
+    kube-apiserver|kube-controller-manager|kube-scheduler|kubectl|kubeadm)
       module=kube; pkg=k8s.io/kubernetes/cmd/${name}
       local minor=${K8S_VERSION#v*.}; minor=${minor%%.*}
       local major=${K8S_VERSION#v}; major=${major%%.*}
@@ -55,7 +58,7 @@ build_component() {
       ;;
     etcd) module=etcd; pkg=go.etcd.io/etcd/server/v3 ;;
     kwok) module=kwok; pkg=sigs.k8s.io/kwok/cmd/kwok ;;
-    *) die "unknown component ${name} (known: ${ALL_COMPONENTS[*]})" ;;
+    *) die "unknown component ${name} (known: ${ALL_COMPONENTS[*]} ${OPTIONAL_COMPONENTS[*]})" ;;
   esac
   log "building ${name} from ${pkg} (this compiles from source and can take minutes)"
   local start=${SECONDS}
@@ -106,6 +109,6 @@ case "${1:-build}" in
   build) shift || true; cmd_build "$@" ;;
   dir) echo "${DEST}" ;;
   id) echo "${TOOLCHAIN_ID}" ;;
-  -h|--help|help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' ;;
+  -h|--help|help) sed -n '2,/^set -euo/{/^#/p;}' "$0" | sed 's/^# \{0,1\}//' ;;
   *) cmd_build "$@" ;;
 esac
