@@ -65,6 +65,14 @@ verify: manifests generate ## Fail when generated code or manifests are stale, o
 toolchain: ## Build the pinned Kubernetes binaries (kube-apiserver, etcd, kubectl, ...) from source into bin/k8s.
 	hack/toolchain.sh build
 
+.PHONY: kubeadm-manifests
+kubeadm-manifests: ## Render kubeadm's CoreDNS objects into test/testdata/kubeadm (builds the pinned kubeadm, ~10 min the first time).
+	hack/kubeadm-manifests.sh
+
+.PHONY: verify-kubeadm-manifests
+verify-kubeadm-manifests: ## Fail if test/testdata/kubeadm differs from what the pinned kubeadm renders.
+	hack/kubeadm-manifests.sh --check
+
 .PHONY: test
 test: manifests generate fmt vet ## Run unit and envtest tests against a real kube-apiserver and etcd.
 	hack/toolchain.sh build etcd kube-apiserver kubectl
