@@ -70,12 +70,12 @@ func adoptedCorefile(ctx context.Context, req engine.InputRequest) (any, error) 
 	if cr, ok := req.Addon.(*addonsv1alpha1.CoreDNS); !ok || cr.Spec.Corefile != "" {
 		return coreDNSInputs{}, nil
 	}
-	existing, version, err := engine.AdoptedConfig(ctx, req, engine.ExistingConfig{ConfigMap: coreDNSConfigMap, Key: "Corefile",
+	existing, err := engine.AdoptedConfig(ctx, req, engine.ExistingConfig{ConfigMap: coreDNSConfigMap, Key: "Corefile",
 		Deployment: coreDNSDeployment, Container: coreDNSContainer})
-	if err != nil || existing == "" {
+	if err != nil || existing.Value == "" {
 		return coreDNSInputs{}, err
 	}
-	migrated, err := corefile.Migrate(existing, version, req.Package.Version)
+	migrated, err := corefile.Migrate(existing.Value, existing.Version, req.Package.Version, !existing.Adopting)
 	return coreDNSInputs{Corefile: migrated}, err
 }
 

@@ -43,6 +43,7 @@ example.internal:53 {
 func TestMigrate(t *testing.T) {
 	for _, tc := range []struct {
 		name, corefile, from, to string
+		downgrade                bool
 		wantBlocked              string
 		wantKept                 []string
 	}{
@@ -50,15 +51,22 @@ func TestMigrate(t *testing.T) {
 		{name: "unknown running version", corefile: custom, from: "", to: "1.12.1", wantKept: []string{"hosts {"}},
 		{name: "up", corefile: custom, from: "1.11.3", to: "1.12.1", wantKept: []string{"hosts {", "10.0.0.1 example.internal",
 			"example.internal:53 {", "forward . 10.0.0.53"}},
-		{name: "down", corefile: custom, from: "v1.12.1", to: "1.11.3", wantKept: []string{"hosts {", "example.internal:53 {"}},
+		{name: "down, rolling back", corefile: custom, from: "v1.12.1", to: "1.11.3", downgrade: true,
+			wantKept: []string{"hosts {", "example.internal:53 {"}},
+		{name: "down, adopting", corefile: custom, from: "1.14.6", to: "1.12.1",
+			wantBlocked: "the running CoreDNS 1.14.6 is newer; adoption never downgrades it"},
 		{name: "a removed option", corefile: strings.Replace(custom, "ttl 30", "ttl 30\n       upstream", 1), from: "1.6.7", to: "1.12.1",
 			wantBlocked: `Option "upstream" in plugin "kubernetes" is removed`},
 		{name: "a plugin the library does not know", corefile: strings.Replace(custom, "loop\n", "loop\n    myplugin\n", 1),
 			from: "1.11.3", to: "1.12.1", wantBlocked: `Plugin "myplugin" is unsupported`},
+		{name: "same version with a plugin it removed", corefile: strings.Replace(custom, "forward . 10.0.0.53", "proxy . 10.0.0.53", 1),
+			from: "1.14.6", to: "1.14.6", wantBlocked: `Plugin "proxy" is unsupported`},
+		{name: "unknown running version with a plugin it removed", corefile: strings.Replace(custom, "forward . 10.0.0.53", "proxy . 10.0.0.53", 1),
+			to: "1.12.1", wantBlocked: `Plugin "proxy" is unsupported`},
 		{name: "not a version", corefile: custom, from: "latest", to: "1.12.1", wantBlocked: "unknown version"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := Migrate(tc.corefile, tc.from, tc.to)
+			got, err := Migrate(tc.corefile, tc.from, tc.to, tc.downgrade)
 			if tc.wantBlocked != "" {
 				var blocked *engine.BlockedError
 				if !errors.As(err, &blocked) || blocked.Reason != addonsv1alpha1.ReasonCorefileMigrationFailed ||

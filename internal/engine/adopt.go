@@ -27,15 +27,25 @@ type ExistingConfig struct {
 	Deployment, Container string
 }
 
+// Config is an existing configuration file the add-on keeps.
+type Config struct {
+	// Value is the file's content; "" when kaddons writes the file itself.
+	Value string
+	// Version is the add-on version that wrote it ("" when unknown).
+	Version string
+	// Adopting is true while the add-on takes the file over for the first time (Version
+	// is then the running workload's, not one kaddons applied).
+	Adopting bool
+}
+
 // AdoptedConfig returns the configuration file want names when the add-on takes it over
-// or took it over before, with the version that wrote it; "" when kaddons writes the file
-// itself. That is:
+// or took it over before, with the version that wrote it. That is:
 //   - a ConfigMap in status.adopted: its current data, read through the cache, written
 //     for status.appliedVersion;
 //   - with spec.adopt IfUnmanaged, a ConfigMap that exists without kaddons' labels: its
 //     data and the image tag of the running workload, read from the API server (only
 //     while the cache does not hold the ConfigMap, that is until it is adopted).
-func AdoptedConfig(ctx context.Context, req InputRequest, want ExistingConfig) (value, version string, err error) {
+func AdoptedConfig(ctx context.Context, req InputRequest, want ExistingConfig) (Config, error) {
 	key := client.ObjectKey{Namespace: req.TargetNamespace, Name: want.ConfigMap}
 	ref := addonsv1alpha1.ObjectReference{Version: "v1", Kind: "ConfigMap", Namespace: key.Namespace, Name: key.Name}
 	status := req.Addon.GetAddonStatus()
@@ -45,24 +55,25 @@ func AdoptedConfig(ctx context.Context, req InputRequest, want ExistingConfig) (
 	case cacheErr == nil && slices.ContainsFunc(status.Adopted, func(a addonsv1alpha1.AdoptedObject) bool {
 		return sameObject(a.ObjectReference, ref)
 	}):
-		return cm.Data[want.Key], status.AppliedVersion, nil
+		return Config{Value: cm.Data[want.Key], Version: status.AppliedVersion}, nil
 	case cacheErr == nil:
 		// kaddons created it: the package's file applies.
-		return "", "", nil
+		return Config{}, nil
 	case !apierrors.IsNotFound(cacheErr):
-		return "", "", fmt.Errorf("reading %s: %w", ref, cacheErr)
+		return Config{}, fmt.Errorf("reading %s: %w", ref, cacheErr)
 	case req.Addon.GetAddonSpec().Adopt != addonsv1alpha1.AdoptIfUnmanaged:
-		return "", "", nil
+		return Config{}, nil
 	}
 	if err := req.API.Get(ctx, key, cm); apierrors.IsNotFound(err) {
-		return "", "", nil
+		return Config{}, nil
 	} else if err != nil {
-		return "", "", fmt.Errorf("reading %s: %w", ref, err)
+		return Config{}, fmt.Errorf("reading %s: %w", ref, err)
 	}
 	if ownerOf(cm.Labels) != "" {
 		// Managed already (the cache lags, or another add-on owns it: apply says which).
-		return "", "", nil
+		return Config{}, nil
 	}
+	version := ""
 	deploy := &appsv1.Deployment{}
 	if err := req.API.Get(ctx, client.ObjectKey{Namespace: req.TargetNamespace, Name: want.Deployment}, deploy); err == nil {
 		for _, c := range deploy.Spec.Template.Spec.Containers {
@@ -71,9 +82,9 @@ func AdoptedConfig(ctx context.Context, req InputRequest, want ExistingConfig) (
 			}
 		}
 	} else if !apierrors.IsNotFound(err) {
-		return "", "", fmt.Errorf("reading Deployment %s/%s: %w", req.TargetNamespace, want.Deployment, err)
+		return Config{}, fmt.Errorf("reading Deployment %s/%s: %w", req.TargetNamespace, want.Deployment, err)
 	}
-	return cm.Data[want.Key], version, nil
+	return Config{Value: cm.Data[want.Key], Version: version, Adopting: true}, nil
 }
 
 // ImageTag returns the tag of image without a leading v, or "" when it has none:
