@@ -3,13 +3,16 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
+	"time"
 
 	uberzap "go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -18,6 +21,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -27,10 +31,12 @@ import (
 
 	configv1alpha1 "github.com/kaddons/kaddons/api/config/v1alpha1"
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	builtinchannels "github.com/kaddons/kaddons/channels"
 	"github.com/kaddons/kaddons/controllers"
 	"github.com/kaddons/kaddons/internal/channels"
 	"github.com/kaddons/kaddons/internal/config"
 	"github.com/kaddons/kaddons/internal/engine"
+	"github.com/kaddons/kaddons/internal/version"
 )
 
 // defaultOperatorNamespace is where AddonPolicies count when POD_NAMESPACE is not set
@@ -82,7 +88,7 @@ func (f *flags) bind(fs *flag.FlagSet) {
 		"If set, the metrics endpoint is served securely via HTTPS. Use --metrics-secure=false to use HTTP instead.")
 	fs.BoolVar(&f.enableHTTP2, "enable-http2", false, "If set, HTTP/2 will be enabled for the metrics server.")
 	fs.StringVar(&f.channelsDir, "channels", "", "The channels directory (channel files and packages/). "+
-		"Defaults to the channels folder next to the binary, then ./channels.")
+		"Defaults to the channels built into the binary.")
 	fs.StringVar(&f.defaultChannel, "default-channel", config.DefaultChannel,
 		"The channel for add-ons that set neither spec.version nor spec.channel.")
 	fs.IntVar(&f.concurrency, "max-concurrent-reconciles", config.DefaultConcurrency,
@@ -232,7 +238,7 @@ func zapLevel(level config.LogLevel) zapcore.Level {
 
 // run builds the manager, registers the add-on controllers and blocks until it stops.
 func run(f flags, cfg *config.Configuration, logLevel string, setLevel func(config.LogLevel)) error {
-	dir, err := channelsDir(cfg.Channels)
+	source, err := channelSource(cfg.Channels, cfg.Runtime.DefaultChannel)
 	if err != nil {
 		return err
 	}
@@ -277,7 +283,6 @@ func run(f flags, cfg *config.Configuration, logLevel string, setLevel func(conf
 		return fmt.Errorf("creating the manager: %w", err)
 	}
 
-	source := channels.NewSource(dir, cfg.Runtime.DefaultChannel)
 	opts := engine.Options{Source: source, Concurrency: cfg.ConcurrencyFor,
 		// The operatorconfig controller puts the file's runtime settings in force, then
 		// those of the OperatorConfig resource.
@@ -301,11 +306,12 @@ func run(f flags, cfg *config.Configuration, logLevel string, setLevel func(conf
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("adding the health check: %w", err)
 	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+	if err := mgr.AddReadyzCheck("readyz", cacheSynced(mgr.GetCache())); err != nil {
 		return fmt.Errorf("adding the ready check: %w", err)
 	}
 
-	setupLog.Info("Starting manager", "config", f.configFile, "channels", dir,
+	setupLog.Info("Starting manager", "version", version.Version, "revision", version.Revision,
+		"config", f.configFile, "channels", source.Name(),
 		"defaultChannel", cfg.Runtime.DefaultChannel, "registryMirror", cfg.Runtime.RegistryMirror,
 		"pausedKinds", cfg.Runtime.PausedKinds, "resyncInterval", cfg.Runtime.ResyncInterval.String(),
 		"logLevel", logLevel, "policyNamespace", policyNamespace, "concurrency", m.Concurrency.Default, "concurrencyPerKind", m.Concurrency.PerKind,
@@ -313,25 +319,33 @@ func run(f flags, cfg *config.Configuration, logLevel string, setLevel func(conf
 	return mgr.Start(ctrl.SetupSignalHandler())
 }
 
-// channelsDir finds the channels directory: for the Builtin source, channels/ next to the
-// binary (as the image lays it out), else ./channels; for the Directory source, the
-// directory it names.
-func channelsDir(src config.Channels) (string, error) {
-	candidates := []string{src.Directory}
+// channelSource returns the channels the manager reads: for the Builtin source, those
+// embedded in the binary; for the Directory source, the directory it names, which must
+// exist.
+func channelSource(src config.Channels, defaultChannel string) (*channels.Source, error) {
 	if src.Source != config.ChannelSourceDirectory {
-		candidates = []string{"channels"}
-		if exe, err := os.Executable(); err == nil {
-			candidates = append([]string{filepath.Join(filepath.Dir(exe), "channels")}, candidates...)
+		return channels.NewFSSource(builtinchannels.FS, "builtin", defaultChannel), nil
+	}
+	if info, err := os.Stat(src.Directory); err != nil || !info.IsDir() {
+		return nil, fmt.Errorf("the channels directory %q is not a directory", src.Directory)
+	}
+	dir, err := filepath.Abs(src.Directory)
+	if err != nil {
+		return nil, err
+	}
+	return channels.NewSource(dir, defaultChannel), nil
+}
+
+// cacheSynced is a ready check that passes once the manager's cache has started and every
+// informer in it has synced: until then the manager would act on an empty picture of the
+// cluster. Each probe waits at most a second.
+func cacheSynced(c cache.Cache) healthz.Checker {
+	return func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
+		defer cancel()
+		if !c.WaitForCacheSync(ctx) {
+			return errors.New("the informer caches have not synced yet")
 		}
+		return nil
 	}
-	for _, c := range candidates {
-		if info, err := os.Stat(c); err == nil && info.IsDir() {
-			return filepath.Abs(c)
-		}
-	}
-	if src.Source == config.ChannelSourceDirectory {
-		return "", fmt.Errorf("the channels directory %q is not a directory", src.Directory)
-	}
-	return "", errors.New("no channels directory found next to the binary or in the working directory; " +
-		"set --channels or the configuration's channels directory")
 }

@@ -11,13 +11,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/zap/zapcore"
 	"k8s.io/utils/ptr"
+	addonv1alpha1 "sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/addon/pkg/apis/v1alpha1"
 
 	"github.com/kaddons/kaddons/internal/channels"
 	"github.com/kaddons/kaddons/internal/config"
 	"github.com/kaddons/kaddons/internal/engine"
 )
 
-func TestChannelsDir(t *testing.T) {
+func TestChannelSource(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "file")
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
@@ -27,31 +28,47 @@ func TestChannelsDir(t *testing.T) {
 		return config.Channels{Source: config.ChannelSourceDirectory, Directory: path}
 	}
 	for _, tc := range []struct {
-		name    string
-		src     config.Channels
-		want    string
-		wantErr string
+		name     string
+		src      config.Channels
+		wantDir  string
+		wantName string
+		wantErr  string
 	}{
-		{name: "a directory", src: directory(dir), want: dir},
+		{name: "a directory", src: directory(dir), wantDir: dir, wantName: dir},
 		{name: "a missing directory", src: directory(filepath.Join(dir, "missing")), wantErr: "is not a directory"},
 		{name: "a file", src: directory(file), wantErr: "is not a directory"},
-		{name: "builtin finds ./channels", src: config.Channels{Source: config.ChannelSourceBuiltin}, want: "channels"},
+		{name: "builtin is embedded", src: config.Channels{Source: config.ChannelSourceBuiltin}, wantName: "builtin"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := channelsDir(tc.src)
+			got, err := channelSource(tc.src, "rapid")
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("channelsDir(%+v) error = %v, want %q", tc.src, err, tc.wantErr)
+					t.Fatalf("channelSource(%+v) error = %v, want %q", tc.src, err, tc.wantErr)
 				}
 				return
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !strings.HasSuffix(got, tc.want) || !filepath.IsAbs(got) {
-				t.Fatalf("channelsDir(%+v) = %q, want an absolute path ending in %q", tc.src, got, tc.want)
+			if got.Dir() != tc.wantDir || got.Name() != tc.wantName || got.DefaultChannel() != "rapid" {
+				t.Fatalf("channelSource(%+v): Dir() = %q, Name() = %q, DefaultChannel() = %q; want %q, %q, rapid",
+					tc.src, got.Dir(), got.Name(), got.DefaultChannel(), tc.wantDir, tc.wantName)
 			}
 		})
+	}
+
+	// The built-in channels work from a folder without channels/, as in the image.
+	t.Chdir(t.TempDir())
+	builtin, err := channelSource(config.Channels{Source: config.ChannelSourceBuiltin}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := builtin.Resolve("coredns", addonv1alpha1.CommonSpec{})
+	if err != nil {
+		t.Fatalf("the built-in stable channel does not resolve coredns: %v", err)
+	}
+	if out, err := builtin.Render(r); err != nil || !strings.Contains(out, "kind: Deployment") {
+		t.Fatalf("rendering coredns %s from the built-in channels: %v\n%s", r.Version, err, out)
 	}
 }
 

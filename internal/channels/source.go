@@ -1,21 +1,22 @@
 // Package channels resolves add-on versions from channel files and renders the matching
 // packages with kustomize.
 //
-// A source is a directory laid out as
+// A source is a file system (the channels embedded in the manager binary, or a directory
+// on disk) laid out as
 //
-//	<dir>/<channel>                                  a channel file, e.g. stable
-//	<dir>/packages/<addon>/<version>/kustomization.yaml  and the manifests it lists
+//	<channel>                                  a channel file, e.g. stable
+//	packages/<addon>/<version>/kustomization.yaml  and the manifests it lists
 //
 // Channel files and rendered packages are cached: a channel file is parsed again only when
-// its size or modification time changes, and a package is built again only when one of its
-// files changes.
+// its size or modification time changes, and a package is built again only when one of the
+// add-on's files changes. Embedded files never change, so each is read once.
 package channels
 
 import (
-	"context"
 	"fmt"
+	"io/fs"
 	"os"
-	"path/filepath"
+	"path"
 	"regexp"
 	"slices"
 	"sort"
@@ -23,7 +24,6 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime"
 	addonv1alpha1 "sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/addon/pkg/apis/v1alpha1"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -62,9 +62,11 @@ type Resolved struct {
 	Channel string
 }
 
-// Source resolves and renders packages from a channels directory. It is safe for
+// Source resolves and renders packages from a channels file system. It is safe for
 // concurrent use.
 type Source struct {
+	fsys           fs.FS
+	name           string
 	dir            string
 	defaultChannel string
 
@@ -88,14 +90,25 @@ type cachedRender struct {
 	manifest    string
 }
 
-// NewSource returns a Source reading dir. defaultChannel applies to add-ons that name
-// neither a version nor a channel; empty means DefaultChannel.
+// NewSource returns a Source reading the directory dir. defaultChannel applies to add-ons
+// that name neither a version nor a channel; empty means DefaultChannel.
 func NewSource(dir, defaultChannel string) *Source {
+	s := NewFSSource(os.DirFS(dir), dir, defaultChannel)
+	s.dir = dir
+	return s
+}
+
+// NewFSSource returns a Source reading fsys, whose root holds the channel files and
+// packages/. name describes it in logs and errors (a path, or "builtin").
+// defaultChannel applies to add-ons that name neither a version nor a channel; empty
+// means DefaultChannel.
+func NewFSSource(fsys fs.FS, name, defaultChannel string) *Source {
 	if defaultChannel == "" {
 		defaultChannel = DefaultChannel
 	}
 	return &Source{
-		dir:            dir,
+		fsys:           fsys,
+		name:           name,
 		defaultChannel: defaultChannel,
 		channels:       map[string]cachedChannel{},
 		renders:        map[string]cachedRender{},
@@ -105,8 +118,14 @@ func NewSource(dir, defaultChannel string) *Source {
 // DefaultChannel returns the channel of add-ons that name neither a version nor a channel.
 func (s *Source) DefaultChannel() string { return s.defaultChannel }
 
-// Dir returns the channels directory.
+// Dir returns the channels directory, or "" when the source is not a directory on disk.
 func (s *Source) Dir() string { return s.dir }
+
+// Name describes the source: its directory, or the name NewFSSource was given.
+func (s *Source) Name() string { return s.name }
+
+// FS returns the file system the source reads.
+func (s *Source) FS() fs.FS { return s.fsys }
 
 // Resolve picks the package for addon: spec.version wins, otherwise the version the
 // channel (or the default channel) lists.
@@ -144,10 +163,9 @@ func (s *Source) Resolve(addon string, spec addonv1alpha1.CommonSpec) (Resolved,
 	return Resolved{}, errorf(addonsv1alpha1.ReasonChannelNotFound, nil, "channel %q does not list %s", name, addon)
 }
 
-// channel returns the parsed channel file, reading it again only when it changed on disk.
+// channel returns the parsed channel file, reading it again only when it changed.
 func (s *Source) channel(name string) (*Channel, error) {
-	path := filepath.Join(s.dir, name)
-	info, err := os.Stat(path)
+	info, err := fs.Stat(s.fsys, name)
 	if err != nil || info.IsDir() {
 		return nil, errorf(addonsv1alpha1.ReasonChannelNotFound, nil, "channel %q does not exist (known channels: %s)",
 			name, strings.Join(s.Channels(), ", "))
@@ -161,7 +179,7 @@ func (s *Source) channel(name string) (*Channel, error) {
 		return cached.channel, nil
 	}
 
-	data, err := os.ReadFile(path)
+	data, err := fs.ReadFile(s.fsys, name)
 	if err != nil {
 		return nil, fmt.Errorf("reading channel %q: %w", name, err)
 	}
@@ -197,12 +215,13 @@ func ParseChannel(data []byte) (*Channel, error) {
 	return ch, nil
 }
 
-// Channels lists the channel files in the source directory.
+// Channels lists the channel files of the source.
 func (s *Source) Channels() []string {
-	entries, _ := os.ReadDir(s.dir)
+	entries, _ := fs.ReadDir(s.fsys, ".")
 	var names []string
 	for _, e := range entries {
-		if !e.IsDir() && validName.MatchString(e.Name()) && !strings.HasSuffix(e.Name(), ".md") {
+		if !e.IsDir() && validName.MatchString(e.Name()) && !strings.HasSuffix(e.Name(), ".md") &&
+			!strings.HasSuffix(e.Name(), ".go") {
 			names = append(names, e.Name())
 		}
 	}
@@ -211,7 +230,10 @@ func (s *Source) Channels() []string {
 
 // Versions lists the package versions available for addon, sorted.
 func (s *Source) Versions(addon string) []string {
-	entries, _ := os.ReadDir(filepath.Join(s.dir, "packages", addon))
+	if !validName.MatchString(addon) {
+		return nil
+	}
+	entries, _ := fs.ReadDir(s.fsys, path.Join("packages", addon))
 	var versions []string
 	for _, e := range entries {
 		if e.IsDir() {
@@ -224,7 +246,7 @@ func (s *Source) Versions(addon string) []string {
 
 // checkPackage reports VersionNotFound when addon has no package at version.
 func (s *Source) checkPackage(addon, version string) error {
-	if _, err := os.Stat(filepath.Join(s.packageDir(addon, version), "kustomization.yaml")); err != nil {
+	if _, err := fs.Stat(s.fsys, path.Join(packageDir(addon, version), "kustomization.yaml")); err != nil {
 		available := s.Versions(addon)
 		return errorf(addonsv1alpha1.ReasonVersionNotFound, nil, "%s has no version %q (available: %s)",
 			addon, version, strings.Join(available, ", "))
@@ -232,15 +254,27 @@ func (s *Source) checkPackage(addon, version string) error {
 	return nil
 }
 
-func (s *Source) packageDir(addon, version string) string {
-	return filepath.Join(s.dir, "packages", addon, version)
+// packageDir is the slash-separated path of a package in the source.
+func packageDir(addon, version string) string {
+	return path.Join("packages", addon, version)
 }
 
 // Render builds the package of r with kustomize and returns the YAML stream. The result is
-// cached until a file of the package changes.
+// cached until a file of the add-on's packages changes.
+//
+// kustomize runs on an in-memory copy of packages/<addon>/, so that a package may build on
+// another version of the same add-on (resources: [../1.12.1]) but reads nothing else, on
+// disk or embedded alike.
 func (s *Source) Render(r Resolved) (string, error) {
-	dir := s.packageDir(r.Addon, r.Version)
-	fp, err := fingerprint(dir)
+	dir := packageDir(r.Addon, r.Version)
+	if !validName.MatchString(r.Addon) || !validName.MatchString(r.Version) || strings.Contains(r.Version, "..") {
+		return "", errorf(addonsv1alpha1.ReasonVersionNotFound, nil, "%s has no version %q", r.Addon, r.Version)
+	}
+	if info, err := fs.Stat(s.fsys, dir); err != nil || !info.IsDir() {
+		return "", errorf(addonsv1alpha1.ReasonVersionNotFound, err, "%s has no version %q", r.Addon, r.Version)
+	}
+	addonDir := path.Join("packages", r.Addon)
+	fp, err := fingerprint(s.fsys, addonDir)
 	if err != nil {
 		return "", errorf(addonsv1alpha1.ReasonVersionNotFound, err, "%s has no version %q", r.Addon, r.Version)
 	}
@@ -253,8 +287,12 @@ func (s *Source) Render(r Resolved) (string, error) {
 		return cached.manifest, nil
 	}
 
+	mem, err := copyToMemory(s.fsys, addonDir)
+	if err != nil {
+		return "", errorf(addonsv1alpha1.ReasonRenderFailed, err, "reading package %s", key)
+	}
 	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
-	resMap, err := k.Run(filesys.MakeFsOnDisk(), dir)
+	resMap, err := k.Run(mem, "/"+dir)
 	if err != nil {
 		return "", errorf(addonsv1alpha1.ReasonRenderFailed, err, "building package %s", key)
 	}
@@ -268,21 +306,65 @@ func (s *Source) Render(r Resolved) (string, error) {
 	return string(out), nil
 }
 
-// fingerprint summarises the names, sizes and modification times of the files in dir.
-func fingerprint(dir string) (string, error) {
+// maxDepth bounds how deep walkFiles descends, which also ends symlink loops.
+const maxDepth = 16
+
+// walkFiles calls fn for every regular file under dir of fsys, in lexical order. It follows
+// symbolic links (a ConfigMap volume is made of them) and skips devices, pipes and sockets.
+func walkFiles(fsys fs.FS, dir string, fn func(name string, info fs.FileInfo) error) error {
+	return walkDepth(fsys, dir, 0, fn)
+}
+
+func walkDepth(fsys fs.FS, dir string, depth int, fn func(name string, info fs.FileInfo) error) error {
+	if depth > maxDepth {
+		return fmt.Errorf("%s: more than %d levels of folders (a symlink loop?)", dir, maxDepth)
+	}
+	entries, err := fs.ReadDir(fsys, dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		name := path.Join(dir, e.Name())
+		info, err := fs.Stat(fsys, name) // follows a symlink
+		if err != nil {
+			return err
+		}
+		switch {
+		case info.IsDir():
+			if err := walkDepth(fsys, name, depth+1, fn); err != nil {
+				return err
+			}
+		case info.Mode().IsRegular():
+			if err := fn(name, info); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// copyToMemory copies the files under dir of fsys into an in-memory file system, at the
+// same paths under /.
+func copyToMemory(fsys fs.FS, dir string) (filesys.FileSystem, error) {
+	mem := filesys.MakeFsInMemory()
+	err := walkFiles(fsys, dir, func(name string, _ fs.FileInfo) error {
+		data, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			return err
+		}
+		if err := mem.MkdirAll("/" + path.Dir(name)); err != nil {
+			return err
+		}
+		return mem.WriteFile("/"+name, data)
+	})
+	return mem, err
+}
+
+// fingerprint summarises the names, sizes and modification times of the files under dir.
+func fingerprint(fsys fs.FS, dir string) (string, error) {
 	var parts []string
-	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		parts = append(parts, fmt.Sprintf("%s:%d:%d", path, info.Size(), info.ModTime().UnixNano()))
+	err := walkFiles(fsys, dir, func(name string, info fs.FileInfo) error {
+		parts = append(parts, fmt.Sprintf("%s:%d:%d", name, info.Size(), info.ModTime().UnixNano()))
 		return nil
 	})
 	if err != nil {
@@ -290,39 +372,4 @@ func fingerprint(dir string) (string, error) {
 	}
 	slices.Sort(parts)
 	return strings.Join(parts, ";"), nil
-}
-
-// ManifestController adapts a Source to KDP's ManifestController extension point.
-type ManifestController struct {
-	// Source resolves and renders packages.
-	Source *Source
-}
-
-type resolvedKey struct{}
-
-// WithResolved returns a context that makes ManifestController render r instead of
-// resolving the add-on's spec again; the engine uses it to roll back to a healthy version.
-func WithResolved(ctx context.Context, r Resolved) context.Context {
-	return context.WithValue(ctx, resolvedKey{}, r)
-}
-
-// ResolveManifest resolves the add-on's package (or takes the one WithResolved put in
-// ctx) and returns its rendered manifest, keyed by the package path.
-func (m ManifestController) ResolveManifest(ctx context.Context, object runtime.Object) (map[string]string, error) {
-	obj, ok := object.(addonv1alpha1.CommonObject)
-	if !ok {
-		return nil, fmt.Errorf("%T does not implement CommonObject", object)
-	}
-	resolved, ok := ctx.Value(resolvedKey{}).(Resolved)
-	if !ok || resolved.Addon != obj.ComponentName() {
-		var err error
-		if resolved, err = m.Source.Resolve(obj.ComponentName(), obj.CommonSpec()); err != nil {
-			return nil, err
-		}
-	}
-	manifest, err := m.Source.Render(resolved)
-	if err != nil {
-		return nil, err
-	}
-	return map[string]string{filepath.Join(resolved.Addon, resolved.Version, "manifest.yaml"): manifest}, nil
 }

@@ -1,14 +1,18 @@
 package channels
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/fstest"
+	"time"
 
 	addonv1alpha1 "sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/addon/pkg/apis/v1alpha1"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	shipped "github.com/kaddons/kaddons/channels"
 )
 
 // writeTree creates files (path -> content) under a temporary directory.
@@ -194,5 +198,136 @@ func TestRepositoryChannelsResolve(t *testing.T) {
 				t.Errorf("channel %s: %v", channel, err)
 			}
 		}
+	}
+}
+
+// TestEmbeddedChannelsMatchTheDirectory renders every entry of every shipped channel from
+// the channels embedded in the binary and from the channels folder: both must list the
+// same channels and versions and render the same objects.
+func TestEmbeddedChannelsMatchTheDirectory(t *testing.T) {
+	embedded := NewFSSource(shipped.FS, "builtin", "")
+	dir := NewSource(filepath.Join("..", "..", "channels"), "")
+	if got, want := embedded.Channels(), dir.Channels(); strings.Join(got, ",") != strings.Join(want, ",") || len(got) == 0 {
+		t.Fatalf("embedded channels %v, directory channels %v", got, want)
+	}
+	for _, channel := range embedded.Channels() {
+		data, err := fs.ReadFile(embedded.FS(), channel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch, err := ParseChannel(data)
+		if err != nil {
+			t.Fatalf("channel %s: %v", channel, err)
+		}
+		for _, e := range ch.Manifests {
+			spec := addonv1alpha1.CommonSpec{Channel: channel}
+			r, err := embedded.Resolve(e.Name, spec)
+			if err != nil {
+				t.Fatalf("embedded channel %s: %v", channel, err)
+			}
+			if want, _ := dir.Resolve(e.Name, spec); r != want {
+				t.Errorf("channel %s: embedded resolves %+v, the directory %+v", channel, r, want)
+			}
+			if got, want := embedded.Versions(e.Name), dir.Versions(e.Name); strings.Join(got, ",") != strings.Join(want, ",") {
+				t.Errorf("%s: embedded versions %v, directory versions %v", e.Name, got, want)
+			}
+			got, err := embedded.Render(r)
+			if err != nil {
+				t.Fatalf("embedded %s: %v", r.Addon, err)
+			}
+			want, err := dir.Render(r)
+			if err != nil {
+				t.Fatalf("directory %s: %v", r.Addon, err)
+			}
+			if got != want || !strings.Contains(got, "kind: ") {
+				t.Errorf("%s %s renders differently embedded and from the directory", r.Addon, r.Version)
+			}
+		}
+	}
+}
+
+// TestFSSource resolves and renders from an in-memory file system: a package may build on
+// a sibling version of its add-on but not read files of another add-on, and the render
+// cache notices a changed file.
+func TestFSSource(t *testing.T) {
+	epoch := time.Unix(1700000000, 0)
+	fsys := fstest.MapFS{
+		"stable":                                 {Data: []byte("manifests:\n- name: demo\n  version: 1.0.0\n"), ModTime: epoch},
+		"README.md":                              {Data: []byte("# not a channel\n")},
+		"packages/demo/1.0.0/kustomization.yaml": {Data: []byte("resources:\n- configmap.yaml\n"), ModTime: epoch},
+		"packages/demo/1.0.0/configmap.yaml":     {Data: []byte(configMap), ModTime: epoch},
+		"packages/demo/1.0.0-extra/kustomization.yaml": {Data: []byte(
+			"resources:\n- ../1.0.0\nnamePrefix: extra-\n"), ModTime: epoch},
+		"packages/demo/escape/kustomization.yaml": {Data: []byte("resources:\n- ../../other/1.0.0/secret.yaml\n")},
+		"packages/other/1.0.0/kustomization.yaml": {Data: []byte("resources:\n- secret.yaml\n")},
+		"packages/other/1.0.0/secret.yaml":        {Data: []byte("apiVersion: v1\nkind: Secret\nmetadata:\n  name: other\n")},
+	}
+	s := NewFSSource(fsys, "memory", "")
+	if got := s.Channels(); strings.Join(got, ",") != "stable" {
+		t.Errorf("Channels() = %v, want [stable]", got)
+	}
+	if s.Name() != "memory" || s.Dir() != "" {
+		t.Errorf("Name() = %q, Dir() = %q", s.Name(), s.Dir())
+	}
+	r, err := s.Resolve("demo", addonv1alpha1.CommonSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r != (Resolved{Addon: "demo", Version: "1.0.0", Channel: "stable"}) {
+		t.Fatalf("Resolve = %+v", r)
+	}
+	out, err := s.Render(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "name: demo") || !strings.Contains(out, "key: value") {
+		t.Fatalf("rendered:\n%s", out)
+	}
+
+	out, err = s.Render(Resolved{Addon: "demo", Version: "1.0.0-extra"})
+	if err != nil {
+		t.Fatalf("a package building on a sibling version: %v", err)
+	}
+	if !strings.Contains(out, "name: extra-demo") {
+		t.Fatalf("rendered:\n%s", out)
+	}
+
+	_, err = s.Render(Resolved{Addon: "demo", Version: "escape"})
+	if err == nil || ReasonOf(err) != addonsv1alpha1.ReasonRenderFailed {
+		t.Fatalf("a package reading another add-on's file: error %v, want a RenderFailed error", err)
+	}
+
+	fsys["packages/demo/1.0.0/configmap.yaml"] = &fstest.MapFile{
+		Data: []byte(strings.Replace(configMap, "value", "changed!", 1)), ModTime: epoch.Add(time.Second)}
+	out, err = s.Render(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "key: changed!") {
+		t.Fatalf("render did not pick up the changed file:\n%s", out)
+	}
+}
+
+// TestDirectorySourceFollowsSymlinks reads a package whose files are symbolic links, the
+// way a ConfigMap volume lays out its keys.
+func TestDirectorySourceFollowsSymlinks(t *testing.T) {
+	dir := testTree(t)
+	pkg := filepath.Join(dir, "packages", "demo", "1.0.0")
+	data := filepath.Join(dir, "..data")
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(pkg, "configmap.yaml"), filepath.Join(data, "configmap.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(data, "configmap.yaml"), filepath.Join(pkg, "configmap.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	out, err := NewSource(dir, "").Render(Resolved{Addon: "demo", Version: "1.0.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "key: value") {
+		t.Fatalf("rendered:\n%s", out)
 	}
 }

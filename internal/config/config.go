@@ -98,7 +98,7 @@ type Concurrency struct {
 type ChannelSource string
 
 const (
-	// ChannelSourceBuiltin is the channels directory built into the image.
+	// ChannelSourceBuiltin is the channels embedded in the manager binary.
 	ChannelSourceBuiltin ChannelSource = "Builtin"
 	// ChannelSourceDirectory is the directory in Channels.Directory.
 	ChannelSourceDirectory ChannelSource = "Directory"

@@ -134,8 +134,8 @@ type Concurrency struct {
 type ManifestSource string
 
 const (
-	// ManifestSourceBuiltin reads the channels directory built into the image: channels/
-	// next to the manager binary, else ./channels.
+	// ManifestSourceBuiltin reads the channels embedded in the manager binary
+	// (channels/embed.go): nothing on disk is needed.
 	ManifestSourceBuiltin ManifestSource = "Builtin"
 	// ManifestSourceDirectory reads the channels directory at Manifests.Directory.
 	ManifestSourceDirectory ManifestSource = "Directory"

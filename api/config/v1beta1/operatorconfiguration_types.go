@@ -111,8 +111,8 @@ type Concurrency struct {
 type ChannelSource string
 
 const (
-	// ChannelSourceBuiltin reads the channels directory built into the image: channels/
-	// next to the manager binary, else ./channels.
+	// ChannelSourceBuiltin reads the channels embedded in the manager binary
+	// (channels/embed.go): nothing on disk is needed.
 	ChannelSourceBuiltin ChannelSource = "Builtin"
 	// ChannelSourceDirectory reads the channels directory at Channels.Directory.
 	ChannelSourceDirectory ChannelSource = "Directory"
