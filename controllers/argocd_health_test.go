@@ -382,14 +382,19 @@ func TestArgoCDHealth(t *testing.T) {
 				createReadyCoreDNS(t, cr)
 				withSettings(t, engine.Settings{PausedKinds: []string{"CoreDNS"}})
 				updateCoreDNS(t, cr, func(c *addonsv1alpha1.CoreDNS) { c.Spec.Replicas = ptr.To[int32](3) })
-				waitReason(t, cr, addonsv1alpha1.ReasonPaused)
+				NewWithT(t).Eventually(func(g Gomega) {
+					getAddon(g, cr)
+					g.Expect(readyCondition(&cr.Status.AddonStatus).Reason).To(Equal(addonsv1alpha1.ReasonPaused))
+					g.Expect(readyCondition(&cr.Status.AddonStatus).Message).To(ContainSubstring("is not applied"))
+				}).WithTimeout(eventuallyTimeout).WithPolling(pollInterval).Should(Succeed())
 				return coreDNSObject(t, cr)
 			},
 			health: "Suspended",
-			// Ready keeps True, stamped with the new generation, though its change waits.
-			statusReady: true,
-			kstatus:     status.CurrentStatus,
-			message:     theReadyMessage,
+			// The change waits: Ready keeps the generation last applied, so neither
+			// status.ready nor kstatus claims it, and the message names the generation.
+			statusReady: false,
+			kstatus:     status.InProgressStatus,
+			message:     namesTheGeneration,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
@@ -65,10 +66,19 @@ func TestPausedKind(t *testing.T) {
 	createCoreDNS(t, cr)
 
 	withSettings(t, engine.Settings{PausedKinds: []string{"CoreDNS"}})
+	applied := cr.Generation
 	updateCoreDNS(t, cr, func(c *addonsv1alpha1.CoreDNS) { c.Spec.Version = newVersion })
-	ready := waitReason(t, cr, addonsv1alpha1.ReasonPaused)
+	var ready metav1.Condition
+	g.Eventually(func(g Gomega) {
+		getAddon(g, cr)
+		ready = readyCondition(&cr.Status.AddonStatus)
+		g.Expect(ready.Reason).To(Equal(addonsv1alpha1.ReasonPaused))
+	}).WithTimeout(eventuallyTimeout).WithPolling(pollInterval).Should(Succeed())
 	g.Expect(ready.Message).To(ContainSubstring("every CoreDNS is paused by the operator configuration"))
 	g.Expect(cr.Status.AppliedVersion).To(Equal(oldVersion), "a paused kind was applied")
+	// The version change is not applied, and the status does not claim it is.
+	g.Expect(ready.ObservedGeneration).To(Equal(applied))
+	g.Expect(cr.Status.ObservedGeneration).To(Equal(applied))
 
 	// Other kinds go on.
 	d := &addonsv1alpha1.NodeLocalDNS{}

@@ -49,6 +49,13 @@ type AddonStatus struct {
 	// +optional
 	Ready bool `json:"ready,omitempty"`
 
+	// appliedSpecHash is a digest of the spec (spec.suspend left out) that was last
+	// applied: a paused add-on compares it with its spec to tell whether a change is
+	// waiting, and keeps observedGeneration behind while one is.
+	// +kubebuilder:validation:MaxLength=80
+	// +optional
+	AppliedSpecHash string `json:"appliedSpecHash,omitempty"`
+
 	// appliedVersion is the package version whose manifests were last applied in full.
 	// +optional
 	AppliedVersion string `json:"appliedVersion,omitempty"`

@@ -37,6 +37,14 @@ if spec.suspend == true or annotations["addons.kaddons.dev/paused"] == "true" th
   return hs
 end
 
+-- The operator configuration can pause a whole kind; only the Ready reason shows it. A
+-- change made while paused is not applied, so Ready may lag behind the generation.
+if ready ~= nil and ready.reason == "Paused" then
+  hs.status = "Suspended"
+  hs.message = ready.message
+  return hs
+end
+
 if status.observedGeneration == nil or ready == nil then
   hs.status = "Progressing"
   hs.message = "waiting for kaddons to report on generation " .. tostring(generation)
@@ -52,11 +60,6 @@ end
 
 hs.message = ready.message
 
--- The operator configuration can pause a whole kind; only the Ready reason shows it.
-if ready.reason == "Paused" then
-  hs.status = "Suspended"
-  return hs
-end
 if ready.status == "True" then
   hs.status = "Healthy"
   return hs

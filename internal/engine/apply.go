@@ -71,6 +71,7 @@ const waitTimeout = 30 * time.Second
 func (r *Reconciler) apply(ctx context.Context, st *reconcileState) outcome {
 	if st.plan.skip {
 		log.FromContext(ctx).V(1).Info("Nothing to apply: the cache matches the manifests")
+		st.addon.GetAddonStatus().AppliedSpecHash = specHash(st.addon)
 		return proceed()
 	}
 	status := st.addon.GetAddonStatus()
@@ -98,6 +99,7 @@ func (r *Reconciler) apply(ctx context.Context, st *reconcileState) outcome {
 		return applyOutcome(err)
 	}
 	recordApplied(status, generation, st.resolved.Version, time.Now())
+	status.AppliedSpecHash = specHash(st.addon)
 	recordAdopted(status, res.adopted)
 	return proceed()
 }
@@ -227,7 +229,7 @@ func (a *applier) apply(ctx context.Context, req applyRequest) (applyResult, err
 	stale := slices.DeleteFunc(staleObjects(req.previous, desired), func(ref addonsv1alpha1.ObjectReference) bool {
 		return a.ignored(ctx, ref)
 	})
-	pruned, err := deleteObjects(ctx, a.client, a.reader, stale, req.kind, req.owner)
+	pruned, _, err := deleteObjects(ctx, a.client, a.reader, stale, req.kind, req.owner)
 	res.pruned = pruned
 	if err != nil {
 		// What could not be deleted stays in the inventory so the next reconcile retries.

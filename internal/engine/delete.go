@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -19,8 +22,25 @@ import (
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 )
 
-// EventOrphaned is recorded when an add-on is deleted with deletionPolicy Orphan.
-const EventOrphaned = "Orphaned"
+// Event reasons of deletion.
+const (
+	// EventOrphaned is recorded when an add-on is deleted with deletionPolicy Orphan.
+	EventOrphaned = "Orphaned"
+	// EventDeletionBlocked is recorded when finalizers hold children of a deleted add-on.
+	EventDeletionBlocked = "DeletionBlocked"
+)
+
+// deletionRecheck is how often a deletion held by finalizers looks again (the children's
+// own events also wake it).
+const deletionRecheck = 5 * time.Second
+
+// readyMessage returns the message of the add-on's Ready condition.
+func readyMessage(obj addonsv1alpha1.Addon) string {
+	if c := meta.FindStatusCondition(obj.GetAddonStatus().Conditions, addonsv1alpha1.ConditionReady); c != nil {
+		return c.Message
+	}
+	return ""
+}
 
 // reconcileDelete removes every child in the inventory, cluster-scoped ones included, in
 // reverse apply order (or, with deletionPolicy Orphan, hands them over), then releases
@@ -38,7 +58,17 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, obj addonsv1alpha1.Add
 		toDelete := slices.DeleteFunc(slices.Clone(inventory), func(ref addonsv1alpha1.ObjectReference) bool {
 			return r.applier.ignored(ctx, ref)
 		})
-		_, err = deleteObjects(ctx, r.client, r.reader, toDelete, r.gvk.Kind, owner)
+		var held []heldObject
+		held, err = deleteInStages(ctx, r.client, r.reader, toDelete, r.gvk.Kind, owner)
+		if err == nil && len(held) > 0 {
+			original := obj.DeepCopyObject().(addonsv1alpha1.Addon)
+			msg := heldMessage(held)
+			if readyMessage(original) != msg {
+				r.event(obj, corev1.EventTypeWarning, EventDeletionBlocked, "Delete", "%s", msg)
+			}
+			markDeleting(obj.GetAddonStatus(), obj.GetGeneration(), msg)
+			return ctrl.Result{RequeueAfter: deletionRecheck}, r.patchStatus(ctx, original, obj)
+		}
 	}
 	if err != nil {
 		original := obj.DeepCopyObject().(addonsv1alpha1.Addon)
@@ -58,8 +88,12 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, obj addonsv1alpha1.Add
 // deleteObjects deletes refs in reverse stage order, skipping objects that are already gone
 // or that no longer carry the owner's instance labels (someone else took them over).
 // It returns the refs it deleted or found gone.
+//
+// It also returns the objects that are still there after the delete, held by finalizers
+// (its own or another controller's), with those finalizers; kaddons never removes them.
+// Namespaces are left to the namespace controller and never counted as held.
 func deleteObjects(ctx context.Context, c client.Client, reader client.Reader, refs []addonsv1alpha1.ObjectReference,
-	kind string, owner types.NamespacedName) ([]addonsv1alpha1.ObjectReference, error) {
+	kind string, owner types.NamespacedName) ([]addonsv1alpha1.ObjectReference, []heldObject, error) {
 	logger := log.FromContext(ctx)
 	ordered := slices.Clone(refs)
 	slices.SortStableFunc(ordered, func(x, y addonsv1alpha1.ObjectReference) int {
@@ -67,6 +101,7 @@ func deleteObjects(ctx context.Context, c client.Client, reader client.Reader, r
 	})
 	var (
 		done []addonsv1alpha1.ObjectReference
+		held []heldObject
 		errs []error
 	)
 	for _, ref := range ordered {
@@ -86,6 +121,13 @@ func deleteObjects(ctx context.Context, c client.Client, reader client.Reader, r
 			done = append(done, ref)
 			continue
 		}
+		if len(live.GetFinalizers()) > 0 && !(ref.Group == "" && ref.Kind == kindNamespace) {
+			held = append(held, heldObject{ref: ref, finalizers: live.GetFinalizers()})
+		}
+		if !live.GetDeletionTimestamp().IsZero() {
+			done = append(done, ref)
+			continue
+		}
 		err = c.Delete(ctx, live, client.PropagationPolicy("Background"), client.Preconditions{UID: ptrTo(live.GetUID())})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			errs = append(errs, fmt.Errorf("deleting %s: %w", ref, err))
@@ -94,7 +136,45 @@ func deleteObjects(ctx context.Context, c client.Client, reader client.Reader, r
 		logger.Info("Deleted object", "object", ref.String())
 		done = append(done, ref)
 	}
-	return done, errors.Join(errs...)
+	return done, held, errors.Join(errs...)
+}
+
+// heldObject is a child that a finalizer keeps after its deletion.
+type heldObject struct {
+	ref        addonsv1alpha1.ObjectReference
+	finalizers []string
+}
+
+// deleteInStages deletes refs one apply stage at a time, the last stage first (webhooks
+// and APIServices, workloads, bindings, configuration, Namespaces, CRDs), and moves to
+// the next stage only once every object of this one is gone. It returns the objects that
+// still hold up the deletion.
+func deleteInStages(ctx context.Context, c client.Client, reader client.Reader, refs []addonsv1alpha1.ObjectReference,
+	kind string, owner types.NamespacedName) ([]heldObject, error) {
+	byStage := map[int][]addonsv1alpha1.ObjectReference{}
+	for _, ref := range refs {
+		byStage[stageOf(ref.Group, ref.Kind)] = append(byStage[stageOf(ref.Group, ref.Kind)], ref)
+	}
+	for s := stageAPIEndpoints; s >= stageCRDs; s-- {
+		if len(byStage[s]) == 0 {
+			continue
+		}
+		_, held, err := deleteObjects(ctx, c, reader, byStage[s], kind, owner)
+		if err != nil || len(held) > 0 {
+			return held, err
+		}
+	}
+	return nil, nil
+}
+
+// heldMessage names the children that finalizers hold, and by which finalizers.
+func heldMessage(held []heldObject) string {
+	parts := make([]string, 0, len(held))
+	for _, h := range held {
+		parts = append(parts, fmt.Sprintf("%s (finalizers: %s)", h.ref, strings.Join(h.finalizers, ", ")))
+	}
+	return "waiting for children to be deleted: " + strings.Join(parts, "; ") +
+		"; kaddons never removes another controller's finalizer"
 }
 
 // orphan hands the children over: it removes kaddons' instance labels and the owner

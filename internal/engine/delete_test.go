@@ -28,9 +28,12 @@ func TestDeleteObjects(t *testing.T) {
 		{Version: "v1", Kind: "ConfigMap", Namespace: "a", Name: "foreign"},
 		{Version: "v1", Kind: "ConfigMap", Namespace: "a", Name: "gone"},
 	}
-	done, err := deleteObjects(context.Background(), c, c, refs, "CoreDNS", owner)
+	done, held, err := deleteObjects(context.Background(), c, c, refs, "CoreDNS", owner)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(held) != 0 {
+		t.Errorf("held = %v, want none", held)
 	}
 	if len(done) != len(refs) {
 		t.Errorf("deleteObjects reported %d of %d done: %v", len(done), len(refs), done)

@@ -64,7 +64,11 @@ func (r *Reconciler) recordEvents(before, after addonsv1alpha1.Addon, st *reconc
 	if len(st.applied.adopted) > 0 {
 		names := make([]string, 0, len(st.applied.adopted))
 		for _, a := range st.applied.adopted {
-			names = append(names, fmt.Sprintf("%s (from %s)", a.String(), strings.Join(a.FieldManagers, ", ")))
+			from := strings.Join(a.FieldManagers, ", ")
+			if from == "" {
+				from = "no field managers"
+			}
+			names = append(names, fmt.Sprintf("%s (from %s)", a.String(), from))
 		}
 		r.event(after, corev1.EventTypeNormal, EventAdopted, "Adopt", "Took over objects kaddons did not create: %s",
 			strings.Join(names, "; "))

@@ -22,10 +22,10 @@ func isPaused(obj addonsv1alpha1.Addon) bool {
 // Nothing is applied or pruned then; what runs keeps running.
 func (r *Reconciler) gate(ctx context.Context, st *reconcileState) outcome {
 	if isPaused(st.addon) {
-		return paused(pausedMessage)
+		return pausedAt(st.addon, pausedMessage)
 	}
 	if st.settings.kindPaused(r.gvk.Kind) {
-		return paused(fmt.Sprintf("reconciliation of every %s is paused by the operator configuration", r.gvk.Kind))
+		return pausedAt(st.addon, fmt.Sprintf("reconciliation of every %s is paused by the operator configuration", r.gvk.Kind))
 	}
 	if len(st.addon.GetAddonSpec().DependsOn) == 0 {
 		return proceed()
@@ -53,6 +53,21 @@ func (r *Reconciler) gate(ctx context.Context, st *reconcileState) outcome {
 		return progressing(addonsv1alpha1.ReasonDependencyNotReady, "waiting for "+strings.Join(waiting, "; "))
 	}
 	return proceed()
+}
+
+// pausedAt is the paused outcome. When the spec changed since it was last applied (other
+// than spec.suspend), the conditions and status.observedGeneration keep the generation
+// last applied, so that kstatus, GitOps tools and dependents see that the change is
+// not in effect.
+func pausedAt(addon addonsv1alpha1.Addon, message string) outcome {
+	out := paused(message)
+	status := addon.GetAddonStatus()
+	if status.ObservedGeneration > 0 && status.ObservedGeneration < addon.GetGeneration() &&
+		status.AppliedSpecHash != "" && status.AppliedSpecHash != specHash(addon) {
+		out.generation = status.ObservedGeneration
+		out.message = fmt.Sprintf("%s; generation %d of the spec is not applied", message, addon.GetGeneration())
+	}
+	return out
 }
 
 // addonKey identifies an add-on of any kind.

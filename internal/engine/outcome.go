@@ -44,6 +44,9 @@ type outcome struct {
 	degraded *conditionNote
 	// requeueAfter asks for another reconcile, e.g. when an upgrade's timeout runs out.
 	requeueAfter time.Duration
+	// generation, when set, stamps the conditions with this generation instead of the
+	// add-on's: the one last applied, while a paused add-on holds back a change.
+	generation int64
 }
 
 // conditionNote is a reason and a message for one extra condition.
@@ -111,7 +114,11 @@ func (o outcome) after(d time.Duration) outcome {
 // summarize is the one place that turns a reconcile's outcome into conditions, and into
 // the error controller-runtime sees: terminal errors are not retried, others are.
 func (r *Reconciler) summarize(st *reconcileState, out outcome) error {
-	setConditions(st.addon.GetAddonStatus(), st.addon.GetGeneration(), out)
+	generation := st.addon.GetGeneration()
+	if out.generation > 0 {
+		generation = out.generation
+	}
+	setConditions(st.addon.GetAddonStatus(), generation, out)
 	if out.err == nil {
 		return nil
 	}

@@ -55,7 +55,8 @@ func (r *Reconciler) plan(ctx context.Context, st *reconcileState) outcome {
 		case addonsv1alpha1.ModeIgnore, addonsv1alpha1.ModeEnsureExists:
 			continue
 		}
-		if !contains(live.Object, without(withoutOwnerRefs(desired), excluded[refOf(desired)]).Object) {
+		if !contains(live.Object, without(withoutOwnerRefs(desired), excluded[refOf(desired)]).Object) ||
+			!ownerRefIntact(st.addon, live) {
 			drifted[refOf(desired)] = true
 		}
 	}
@@ -65,6 +66,22 @@ func (r *Reconciler) plan(ctx context.Context, st *reconcileState) outcome {
 	}
 	st.plan.only = drifted
 	return proceed()
+}
+
+// ownerRefIntact reports whether live, when it lives in the add-on's own namespace (the
+// only place an owner reference to it is allowed), still carries the add-on's owner
+// reference. One stripped by a backup restore or a move between clusters is drift, and
+// the apply puts it back.
+func ownerRefIntact(addon addonsv1alpha1.Addon, live *unstructured.Unstructured) bool {
+	if live.GetNamespace() == "" || live.GetNamespace() != addon.GetNamespace() {
+		return true
+	}
+	for _, ref := range live.GetOwnerReferences() {
+		if ref.UID == addon.GetUID() {
+			return true
+		}
+	}
+	return false
 }
 
 // sameSet reports whether the inventory lists exactly the rendered objects.

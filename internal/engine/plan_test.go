@@ -37,9 +37,13 @@ func TestContains(t *testing.T) {
 
 func TestPlan(t *testing.T) {
 	cmRef := addonsv1alpha1.ObjectReference{Version: "v1", Kind: "ConfigMap", Namespace: "a", Name: "cm"}
-	live := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "cm"}, Data: map[string]string{"k": "v"}}
+	owned := []metav1.OwnerReference{{APIVersion: "addons.kaddons.dev/v1alpha1", Kind: "CoreDNS", Name: "x", UID: "uid-x"}}
+	live := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "cm", OwnerReferences: owned},
+		Data: map[string]string{"k": "v"}}
 	drifted := live.DeepCopy()
 	drifted.Data["k"] = "changed"
+	stripped := live.DeepCopy()
+	stripped.OwnerReferences = nil
 	for _, tc := range []struct {
 		name      string
 		applied   string
@@ -50,6 +54,8 @@ func TestPlan(t *testing.T) {
 	}{
 		{name: "nothing changed", applied: "1", inventory: []addonsv1alpha1.ObjectReference{cmRef}, live: live, wantSkip: true},
 		{name: "a child drifted", applied: "1", inventory: []addonsv1alpha1.ObjectReference{cmRef}, live: drifted, wantOnly: true},
+		{name: "its owner reference was stripped", applied: "1", inventory: []addonsv1alpha1.ObjectReference{cmRef}, live: stripped,
+			wantOnly: true},
 		{name: "a child is gone", applied: "1", inventory: []addonsv1alpha1.ObjectReference{cmRef}, wantOnly: true},
 		{name: "another version", applied: "0", inventory: []addonsv1alpha1.ObjectReference{cmRef}, live: live},
 		{name: "the rendered set changed", applied: "1", live: live},
@@ -66,6 +72,7 @@ func TestPlan(t *testing.T) {
 				t.Fatal(err)
 			}
 			addon := coreDNS("a", "x")
+			addon.UID = "uid-x"
 			addon.Status.AppliedVersion, addon.Status.Inventory = tc.applied, tc.inventory
 			st := &reconcileState{addon: addon, resolved: channels.Resolved{Version: "1"}, rendered: rendered{objects: objects}}
 			if out := r.plan(context.Background(), st); out.stop {

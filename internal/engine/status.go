@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -63,6 +65,27 @@ func recordAdopted(status *addonsv1alpha1.AddonStatus, adopted []addonsv1alpha1.
 			status.Adopted = append(status.Adopted, a)
 		}
 	}
+}
+
+// specHash digests addon's spec without spec.suspend, the one field that pausing changes.
+func specHash(addon addonsv1alpha1.Addon) string {
+	data, err := json.Marshal(addon)
+	if err != nil {
+		return ""
+	}
+	var obj struct {
+		Spec map[string]any `json:"spec"`
+	}
+	if err := json.Unmarshal(data, &obj); err != nil {
+		return ""
+	}
+	delete(obj.Spec, "suspend")
+	spec, err := json.Marshal(obj.Spec)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(spec)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // addFinalizer adds the engine's finalizer with a JSON patch that appends the one entry

@@ -1,0 +1,94 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	"github.com/kaddons/kaddons/internal/engine"
+)
+
+// TestAdoptKubeadmCoreDNS takes over kubeadm's CoreDNS, as a cluster admin would: kubeadm's
+// exact objects (test/testdata/kubeadm, with an admin's Corefile edits) in kube-system,
+// then the sample CoreDNS without adoption (nothing changes, the condition says why),
+// then with adoption (Ready, the Corefile kept), then deleted with deletionPolicy Orphan
+// (DNS keeps running).
+func TestAdoptKubeadmCoreDNS(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	const ns = "kube-system"
+	kubeadmFile := filepath.Join(repoRoot, "test", "testdata", "kubeadm", "coredns-custom.yaml")
+	sample := filepath.Join(repoRoot, "config", "samples", "addons_v1alpha1_coredns.yaml")
+	t.Cleanup(func() {
+		ensureSomeManager(t)
+		_, _ = kubectl("delete", "-f", sample, "--ignore-not-found", "--timeout="+deleteTimeout.String())
+		_, _ = kubectl("delete", "-f", kubeadmFile, "--ignore-not-found", "--timeout="+deleteTimeout.String())
+		// The PodDisruptionBudget is kaddons' own, left running by deletionPolicy Orphan.
+		_, _ = kubectl("delete", "poddisruptionbudget", "coredns", "-n", ns, "--ignore-not-found")
+	})
+	dumpOnFailure(t)
+
+	_, err := kubectl("create", "-f", kubeadmFile, "--field-manager=kubeadm")
+	g.Expect(err).NotTo(HaveOccurred())
+	before := map[string]string{}
+	for _, kind := range []string{"deployment/coredns", "configmap/coredns", "service/kube-dns", "serviceaccount/coredns"} {
+		rv, err := kubectl("get", "-n", ns, kind, "-o", "jsonpath={.metadata.resourceVersion}")
+		g.Expect(err).NotTo(HaveOccurred())
+		before[kind] = rv
+	}
+
+	// Without adoption: nothing is written, and the add-on says why.
+	_, err = kubectl("apply", "-f", sample)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func(g Gomega) {
+		cr := getCoreDNS(g, ns)
+		ready := meta.FindStatusCondition(cr.Status.Conditions, addonsv1alpha1.ConditionReady)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Reason).To(Equal(addonsv1alpha1.ReasonAdoptionRequired))
+		g.Expect(ready.Message).To(ContainSubstring("Deployment kube-system/coredns"))
+		g.Expect(ready.Message).To(ContainSubstring("ClusterRole system:coredns"))
+	}).WithTimeout(readyTimeout).WithPolling(poll).Should(Succeed())
+	for kind, rv := range before {
+		now, err := kubectl("get", "-n", ns, kind, "-o", "jsonpath={.metadata.resourceVersion}")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(now).To(Equal(rv), "%s was written without adoption", kind)
+	}
+
+	// With adoption, at kubeadm's version: Ready, and the admin's Corefile kept.
+	_, err = kubectl("patch", "coredns", coreDNSName, "-n", ns, "--type=merge",
+		"-p", `{"spec":{"adopt":"IfUnmanaged","version":"1.14.6","deletionPolicy":"Orphan"}}`)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = kubectl("wait", "--for=condition=Ready", "coredns/"+coreDNSName, "-n", ns, "--timeout="+readyTimeout.String())
+	g.Expect(err).NotTo(HaveOccurred())
+	cm := &corev1.ConfigMap{}
+	g.Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "coredns"}, cm)).To(Succeed())
+	g.Expect(cm.Data["Corefile"]).To(ContainSubstring("10.0.0.1 example.internal"))
+	g.Expect(cm.Data["Corefile"]).To(ContainSubstring("example.internal:53 {"))
+	g.Expect(cm.Labels).To(HaveKeyWithValue(engine.LabelName, coreDNSName))
+	cr := getCoreDNS(g, ns)
+	g.Expect(cr.Status.Adopted).NotTo(BeEmpty())
+	var managers []string
+	for _, a := range cr.Status.Adopted {
+		managers = append(managers, a.Kind+":"+strings.Join(a.FieldManagers, ","))
+	}
+	g.Expect(managers).To(ContainElement("Deployment:kubeadm"), "the adopted Deployment was kubeadm's")
+	g.Expect(managers).To(ContainElement("ConfigMap:kubeadm"), "the adopted ConfigMap was kubeadm's")
+
+	// Deleted with Orphan: DNS keeps running, unlabelled.
+	_, err = kubectl("delete", "-f", sample, "--timeout="+deleteTimeout.String())
+	g.Expect(err).NotTo(HaveOccurred())
+	deploy := getDeployment(g, ns)
+	g.Expect(deploy.Labels).NotTo(HaveKey(engine.LabelName))
+	expectRolledOut(g, deploy, 2)
+	g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "kube-dns"}, &corev1.Service{})).To(Succeed())
+}
