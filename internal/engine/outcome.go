@@ -1,7 +1,13 @@
 package engine
 
 import (
+	"context"
+	"errors"
+	"net"
+	"syscall"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -118,6 +124,11 @@ func (r *Reconciler) summarize(st *reconcileState, out outcome) error {
 	if out.generation > 0 {
 		generation = out.generation
 	}
+	if out.class == classFailed && !out.terminal && transient(out.err) {
+		// It can pass by itself: not Degraded, only still in progress, retried with back-off.
+		out.class = classProgressing
+		out.message = "retrying after a transient error: " + out.message
+	}
 	setConditions(st.addon.GetAddonStatus(), generation, out)
 	if out.err == nil {
 		return nil
@@ -146,4 +157,27 @@ func setConditions(s *addonsv1alpha1.AddonStatus, generation int64, out outcome)
 	if out.degraded != nil {
 		markDegraded(s, generation, out.degraded.reason, out.degraded.message)
 	}
+}
+
+// transient reports whether err can pass without any change to the add-on, the package
+// or the cluster's objects: throttling (429), server errors (5xx), timeouts, conflicts
+// and lost connections.
+func transient(err error) bool {
+	if err == nil {
+		return false
+	}
+	switch {
+	case apierrors.IsTooManyRequests(err), apierrors.IsServerTimeout(err), apierrors.IsTimeout(err),
+		apierrors.IsInternalError(err), apierrors.IsServiceUnavailable(err), apierrors.IsConflict(err),
+		apierrors.IsUnexpectedServerError(err):
+		return true
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET):
+		return true
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) && status.Status().Code >= 500 {
+		return true
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -22,6 +23,8 @@ func TestSummarize(t *testing.T) {
 		wantDegraded metav1.ConditionStatus
 		wantErr      bool
 		wantTerminal bool
+		// wantMessagePrefix is put before the outcome's message in Ready.
+		wantMessagePrefix string
 	}{
 		{name: "ready", out: ready("up"), wantReady: metav1.ConditionTrue, wantReason: addonsv1alpha1.ReasonReconciled,
 			wantDegraded: metav1.ConditionFalse},
@@ -38,6 +41,13 @@ func TestSummarize(t *testing.T) {
 		{name: "stalled is terminal", out: stalled(addonsv1alpha1.ReasonVersionNotFound, boom),
 			wantReady: metav1.ConditionFalse, wantReason: addonsv1alpha1.ReasonVersionNotFound, wantStalled: true,
 			wantDegraded: metav1.ConditionFalse, wantErr: true, wantTerminal: true},
+		{name: "a transient API error is still in progress, retried",
+			out:       failed(addonsv1alpha1.ReasonApplyFailed, apierrors.NewTooManyRequests("slow down", 1)),
+			wantReady: metav1.ConditionFalse, wantReason: addonsv1alpha1.ReasonApplyFailed, wantDegraded: metav1.ConditionFalse,
+			wantErr: true, wantMessagePrefix: "retrying after a transient error: "},
+		{name: "a 503 too", out: failed(addonsv1alpha1.ReasonApplyFailed, apierrors.NewServiceUnavailable("restarting")),
+			wantReady: metav1.ConditionFalse, wantReason: addonsv1alpha1.ReasonApplyFailed, wantDegraded: metav1.ConditionFalse,
+			wantErr: true, wantMessagePrefix: "retrying after a transient error: "},
 		{name: "refused is stalled without error", out: refused(addonsv1alpha1.ReasonNotPermitted, "no rule"),
 			wantReady: metav1.ConditionFalse, wantReason: addonsv1alpha1.ReasonNotPermitted, wantStalled: true,
 			wantDegraded: metav1.ConditionFalse},
@@ -50,7 +60,7 @@ func TestSummarize(t *testing.T) {
 			if r == nil || r.Status != tc.wantReady || r.Reason != tc.wantReason || r.ObservedGeneration != 3 {
 				t.Errorf("Ready = %+v, want %s/%s at generation 3", r, tc.wantReady, tc.wantReason)
 			}
-			if r != nil && r.Message != tc.out.message {
+			if r != nil && r.Message != tc.wantMessagePrefix+tc.out.message {
 				t.Errorf("Ready message = %q, want %q", r.Message, tc.out.message)
 			}
 			if got := meta.IsStatusConditionTrue(conds, addonsv1alpha1.ConditionStalled); got != tc.wantStalled {

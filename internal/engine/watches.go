@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -49,6 +50,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// A change of the operator's settings (OperatorConfig) reconciles every add-on.
 		b = b.WatchesRawSource(source.Channel(r.opts.Settings.subscribe(), handler.EnqueueRequestsFromMapFunc(r.mapAll)))
 	}
+	if changes := r.source.Changes(channelsRecheck); changes != nil {
+		// A fixed channel file or package of a directory source reconciles every add-on,
+		// so those stalled on it recover without a spec change.
+		b = b.WatchesRawSource(source.Channel(changes, handler.EnqueueRequestsFromMapFunc(r.mapAll)))
+	}
 	for _, obj := range r.opts.ReconcileAllOn {
 		b = b.Watches(obj, handler.EnqueueRequestsFromMapFunc(r.mapAll))
 	}
@@ -61,6 +67,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return b.Complete(r)
 }
+
+// channelsRecheck is how often a directory channels source is checked for changes.
+const channelsRecheck = 10 * time.Second
 
 // CacheOptions restricts the manager's cache, for every child kind of defs, to objects
 // that kaddons manages, so memory does not grow with unrelated objects in the cluster.
