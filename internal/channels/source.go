@@ -296,6 +296,9 @@ func (s *Source) Render(r Resolved) (string, error) {
 	if err != nil {
 		return "", errorf(addonsv1alpha1.ReasonRenderFailed, err, "building package %s", key)
 	}
+	if err := checkObjects(resMap); err != nil {
+		return "", errorf(addonsv1alpha1.ReasonRenderFailed, err, "package %s renders an object that cannot be applied", key)
+	}
 	out, err := resMap.AsYaml()
 	if err != nil {
 		return "", errorf(addonsv1alpha1.ReasonRenderFailed, err, "encoding package %s", key)
