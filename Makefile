@@ -77,6 +77,22 @@ verify-kubeadm-manifests: ## Fail if test/testdata/kubeadm differs from what the
 test: manifests generate fmt vet ## Run unit and envtest tests against a real kube-apiserver and etcd.
 	hack/toolchain.sh build etcd kube-apiserver kubectl
 	KUBEBUILDER_ASSETS="$$(hack/toolchain.sh dir)" go test ./... -count=1 -timeout 20m
+	go test -run '^$$' -fuzz '^FuzzParseChannel$$' -fuzztime $(TEST_FUZZTIME) $(FUZZ_FLAGS) ./internal/channels
+	go test -run '^$$' -fuzz '^FuzzRender$$' -fuzztime $(TEST_FUZZTIME) $(FUZZ_FLAGS) ./internal/channels
+	go test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(TEST_FUZZTIME) $(FUZZ_FLAGS) ./internal/config
+
+## How long `make fuzz` runs each fuzz target, and how long `make test` does. FUZZ_FLAGS go
+## to every fuzz run: a new input is minimized for 3s at most (the default, 1m, would take
+## FuzzRender's whole run, a package build being slow).
+FUZZTIME ?= 1m
+TEST_FUZZTIME ?= 5s
+FUZZ_FLAGS ?= -fuzzminimizetime 3s
+
+.PHONY: fuzz
+fuzz: ## Fuzz channel files, package builds and the configuration file, FUZZTIME (1m) each; crashers land in testdata/fuzz.
+	go test -run '^$$' -fuzz '^FuzzParseChannel$$' -fuzztime $(FUZZTIME) $(FUZZ_FLAGS) ./internal/channels
+	go test -run '^$$' -fuzz '^FuzzRender$$' -fuzztime $(FUZZTIME) $(FUZZ_FLAGS) ./internal/channels
+	go test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) $(FUZZ_FLAGS) ./internal/config
 
 .PHONY: lint
 lint: golangci-lint ## Run golangci-lint.
