@@ -1,7 +1,10 @@
-# Build the manager binary.
-FROM golang:1.26 AS builder
+# Build the manager image with a container engine (make docker-build). Without one,
+# `make image` builds the same image with hack/image; docs/install.md compares the two.
+FROM golang:1.27 AS builder
 ARG TARGETOS
 ARG TARGETARCH
+ARG VERSION=dev
+ARG REVISION=unknown
 
 WORKDIR /workspace
 # Cache dependencies before copying the source, so source changes do not re-download them.
@@ -12,17 +15,23 @@ COPY main.go main.go
 COPY api/ api/
 COPY controllers/ controllers/
 COPY internal/ internal/
+# The channel files and packages are embedded into the binary (channels/embed.go).
+COPY channels/ channels/
 
 # CGO_ENABLED=0 gives a static binary for the distroless base image.
-RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} go build -tags without_exec_applier,without_direct_applier -trimpath -ldflags="-s -w" -o manager .
+RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} go build -tags without_exec_applier,without_direct_applier -trimpath \
+    -ldflags="-s -w -X github.com/kaddons/kaddons/internal/version.Version=${VERSION} -X github.com/kaddons/kaddons/internal/version.Revision=${REVISION}" \
+    -o manager .
 
-# distroless/static: no shell, no package manager; runs as the non-root user 65532.
+# distroless/static: no shell, no package manager; CA certificates; the non-root user 65532.
 FROM gcr.io/distroless/static:nonroot
+ARG VERSION=dev
+ARG REVISION=unknown
+LABEL org.opencontainers.image.source="https://github.com/kaddons/kaddons" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}"
 WORKDIR /
 COPY --from=builder /workspace/manager /manager
-# The channels (channel files and packages) ship next to the binary, where the Builtin
-# manifest source of the configuration file finds them.
-COPY channels/ /channels/
 USER 65532:65532
 
 ENTRYPOINT ["/manager"]
