@@ -1,0 +1,440 @@
+// Command helmgen writes the kaddons Helm chart (dist/chart) from the rendered
+// config/default, so that the chart and dist/install.yaml cannot drift: `make helm` pipes
+// `kubectl kustomize config/default` into it. It follows the layout of kubebuilder v4's
+// Helm plugin (Chart.yaml, values.yaml, templates/<area>/<object>.yaml).
+//
+// Each object becomes one template, with these values put in:
+//
+//   - the operator's namespace becomes the release namespace, and the Namespace object is
+//     left out (helm install --create-namespace makes it);
+//   - app.kubernetes.io/managed-by: kustomize becomes the release service (Helm);
+//   - the manager Deployment's replicas, image and resources come from manager.replicas,
+//     manager.image and manager.resources;
+//   - the configuration file (the manager-config ConfigMap) comes from manager.config,
+//     and the ConfigMap's name carries a hash of it computed as kustomize does, so that a
+//     change rolls the Deployment out and the default values give install.yaml's name;
+//   - CustomResourceDefinitions get helm.sh/resource-policy: keep while crds.keep is true,
+//     so that uninstalling the chart leaves the add-ons running.
+//
+// Anything else that names the operator's namespace is an error, so that nothing is left
+// pointing at kaddons-system.
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"sigs.k8s.io/kustomize/kyaml/kio"
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+)
+
+// options are the command line.
+type options struct {
+	out          string
+	chartVersion string
+	configKey    string
+	container    string
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.out, "out", "dist/chart", "The chart folder to (re)write.")
+	flag.StringVar(&o.chartVersion, "chart-version", "0.1.0", "The chart's version.")
+	flag.StringVar(&o.configKey, "config-key", "controller_manager_config.yaml", "The key of the configuration file in the manager's ConfigMap.")
+	flag.StringVar(&o.container, "container", "manager", "The manager's container name.")
+	flag.Parse()
+	in, err := io.ReadAll(os.Stdin)
+	if err != nil {
+		fail(err)
+	}
+	chart, err := generate(in, o)
+	if err != nil {
+		fail(err)
+	}
+	if err := write(o.out, chart); err != nil {
+		fail(err)
+	}
+	fmt.Fprintf(os.Stderr, "helmgen: wrote %s (%d files)\n", o.out, len(chart))
+}
+
+func fail(err error) {
+	fmt.Fprintf(os.Stderr, "helmgen: %v\n", err)
+	os.Exit(1)
+}
+
+// Placeholders stand in for template expressions while the objects are YAML.
+const (
+	phNamespace = "KADDONS_HELM_RELEASE_NAMESPACE"
+	phService   = "KADDONS_HELM_RELEASE_SERVICE"
+	phReplicas  = "KADDONS_HELM_REPLICAS"
+	phImage     = "KADDONS_HELM_IMAGE"
+	phResources = "KADDONS_HELM_RESOURCES"
+	phConfig    = "KADDONS_HELM_CONFIG"
+	phConfigMap = "KADDONS_HELM_CONFIGMAP_NAME"
+	phKeep      = "KADDONS_HELM_KEEP"
+)
+
+// manager holds what the values file takes from the manager's objects.
+type manager struct {
+	image     string
+	replicas  string
+	resources string // YAML
+	config    string
+}
+
+// generate returns the chart's files by path relative to the chart folder.
+func generate(in []byte, o options) (map[string]string, error) {
+	nodes, err := (&kio.ByteReader{Reader: bytes.NewReader(in), OmitReaderAnnotations: true}).Read()
+	if err != nil {
+		return nil, fmt.Errorf("reading the rendered manifests: %w", err)
+	}
+	namespace := ""
+	for _, n := range nodes {
+		if n.GetKind() == "Namespace" {
+			if namespace != "" {
+				return nil, errors.New("more than one Namespace: which one is the operator's?")
+			}
+			namespace = n.GetName()
+		}
+	}
+	if namespace == "" {
+		return nil, errors.New("no Namespace object: which namespace is the operator's?")
+	}
+
+	files := map[string]string{}
+	var m manager
+	configMapName := ""
+	for _, n := range nodes {
+		if n.GetKind() == "ConfigMap" && n.GetNamespace() == namespace && hasKey(n, o.configKey) {
+			configMapName = n.GetName()
+		}
+	}
+	if configMapName == "" {
+		return nil, fmt.Errorf("no ConfigMap in %s holds %s", namespace, o.configKey)
+	}
+
+	for _, n := range nodes {
+		if n.GetKind() == "Namespace" {
+			continue
+		}
+		objectName := n.GetName()
+		if objectName == configMapName {
+			objectName = strings.TrimSuffix(objectName, objectName[strings.LastIndex(objectName, "-"):])
+		}
+		if err := templateCommon(n, namespace); err != nil {
+			return nil, err
+		}
+		switch {
+		case n.GetKind() == "ConfigMap" && n.GetName() == configMapName:
+			if m.config, err = templateConfigMap(n, o.configKey); err != nil {
+				return nil, err
+			}
+		case n.GetKind() == "Deployment" && hasContainer(n, o.container):
+			if err := templateDeployment(n, o.container, configMapName, &m); err != nil {
+				return nil, err
+			}
+		case n.GetKind() == "CustomResourceDefinition":
+			if err := n.PipeE(yaml.SetAnnotation("helm.sh/resource-policy", phKeep)); err != nil {
+				return nil, err
+			}
+		}
+		if path := findValue(n.YNode(), namespace, nil); path != nil {
+			return nil, fmt.Errorf("%s %s: %s still names the namespace %s after templating", n.GetKind(), n.GetName(),
+				strings.Join(path, "."), namespace)
+		}
+		text, err := n.String()
+		if err != nil {
+			return nil, err
+		}
+		text, err = expand(text)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", n.GetKind(), n.GetName(), err)
+		}
+		name := filepath.Join("templates", area(n.GetKind()), strings.TrimPrefix(objectName, prefixOf(objectName))+".yaml")
+		if _, taken := files[name]; taken {
+			name = strings.TrimSuffix(name, ".yaml") + "-" + strings.ToLower(n.GetKind()) + ".yaml"
+		}
+		if n.GetKind() == "CustomResourceDefinition" {
+			text = "{{- if .Values.crds.install }}\n" + text + "{{- end }}\n"
+		}
+		files[name] = text
+	}
+	if m.image == "" {
+		return nil, fmt.Errorf("no Deployment with a container %q", o.container)
+	}
+	repository, tag := splitImage(m.image)
+	files["Chart.yaml"] = chartYAML(o.chartVersion, tag)
+	files["values.yaml"] = valuesYAML(repository, tag, m)
+	base, err := configMapBase(configMapName, o.configKey, m.config)
+	if err != nil {
+		return nil, err
+	}
+	files["templates/_helpers.tpl"] = helpers(base, o.configKey)
+	files[".helmignore"] = helmignore
+	files["templates/NOTES.txt"] = notes
+	return files, nil
+}
+
+// findValue returns the path of a scalar equal to value under node, or nil.
+func findValue(node *yaml.Node, value string, path []string) []string {
+	switch node.Kind {
+	case yaml.ScalarNode:
+		if node.Value == value {
+			return append(path, "")[:len(path)]
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(node.Content); i += 2 {
+			if p := findValue(node.Content[i+1], value, append(path, node.Content[i].Value)); p != nil {
+				return p
+			}
+		}
+	case yaml.SequenceNode, yaml.DocumentNode:
+		for i, c := range node.Content {
+			if p := findValue(c, value, append(path, fmt.Sprint(i))); p != nil {
+				return p
+			}
+		}
+	}
+	return nil
+}
+
+// prefixOf returns the name prefix kustomize gave every object ("kaddons-").
+func prefixOf(name string) string {
+	if i := strings.Index(name, "-"); i > 0 && !strings.Contains(name[:i], ".") {
+		return name[:i+1]
+	}
+	return ""
+}
+
+// area is the templates folder of a kind, after the config/ folder it comes from.
+func area(kind string) string {
+	switch kind {
+	case "CustomResourceDefinition":
+		return "crd"
+	case "ServiceAccount", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding":
+		return "rbac"
+	case "Service":
+		return "metrics"
+	default:
+		return "manager"
+	}
+}
+
+// templateCommon puts the release namespace and service in.
+func templateCommon(n *yaml.RNode, namespace string) error {
+	if n.GetNamespace() == namespace {
+		if err := n.SetNamespace(phNamespace); err != nil {
+			return err
+		}
+	}
+	labels := n.GetLabels()
+	if labels["app.kubernetes.io/managed-by"] == "kustomize" {
+		if err := n.PipeE(yaml.SetLabel("app.kubernetes.io/managed-by", phService)); err != nil {
+			return err
+		}
+	}
+	if kind := n.GetKind(); kind == "RoleBinding" || kind == "ClusterRoleBinding" {
+		subjects, err := n.Pipe(yaml.Lookup("subjects"))
+		if err != nil || subjects == nil {
+			return err
+		}
+		return subjects.VisitElements(func(s *yaml.RNode) error {
+			ns, err := s.Pipe(yaml.Lookup("namespace"))
+			if err != nil || ns == nil || yaml.GetValue(ns) != namespace {
+				return err
+			}
+			return s.PipeE(yaml.SetField("namespace", yaml.NewStringRNode(phNamespace)))
+		})
+	}
+	return nil
+}
+
+func hasKey(n *yaml.RNode, key string) bool {
+	v, err := n.Pipe(yaml.Lookup("data", key))
+	return err == nil && v != nil
+}
+
+// templateConfigMap replaces the configuration file and the ConfigMap's name, and
+// returns the file.
+func templateConfigMap(n *yaml.RNode, key string) (string, error) {
+	v, err := n.Pipe(yaml.Lookup("data", key))
+	if err != nil {
+		return "", err
+	}
+	config := v.YNode().Value
+	if err := n.SetName(phConfigMap); err != nil {
+		return "", err
+	}
+	v.YNode().Value, v.YNode().Style = phConfig, 0
+	return config, nil
+}
+
+// hasContainer tells whether the workload has a container called name.
+func hasContainer(n *yaml.RNode, name string) bool {
+	c, err := n.Pipe(yaml.Lookup("spec", "template", "spec", "containers", "[name="+name+"]"))
+	return err == nil && c != nil
+}
+
+// templateDeployment replaces the manager's replicas, image, resources and ConfigMap name,
+// and records their rendered values in m.
+func templateDeployment(n *yaml.RNode, container, configMap string, m *manager) error {
+	replicas, err := n.Pipe(yaml.Lookup("spec", "replicas"))
+	if err != nil {
+		return err
+	}
+	m.replicas = "1"
+	if replicas != nil {
+		m.replicas = replicas.YNode().Value
+	}
+	if err := n.PipeE(yaml.LookupCreate(yaml.MappingNode, "spec"), yaml.SetField("replicas", yaml.NewStringRNode(phReplicas))); err != nil {
+		return err
+	}
+	c, err := n.Pipe(yaml.Lookup("spec", "template", "spec", "containers", "[name="+container+"]"))
+	if err != nil {
+		return err
+	}
+	image, err := c.Pipe(yaml.Lookup("image"))
+	if err != nil || image == nil {
+		return fmt.Errorf("container %s has no image: %w", container, err)
+	}
+	m.image = image.YNode().Value
+	if err := c.PipeE(yaml.SetField("image", yaml.NewStringRNode(phImage))); err != nil {
+		return err
+	}
+	resources, err := c.Pipe(yaml.Lookup("resources"))
+	if err != nil {
+		return err
+	}
+	m.resources = "{}\n"
+	if resources != nil {
+		if m.resources, err = resources.String(); err != nil {
+			return err
+		}
+	}
+	if err := c.PipeE(yaml.SetField("resources", yaml.NewStringRNode(phResources))); err != nil {
+		return err
+	}
+	volumes, err := n.Pipe(yaml.Lookup("spec", "template", "spec", "volumes"))
+	if err != nil {
+		return err
+	}
+	found := false
+	if volumes != nil {
+		err = volumes.VisitElements(func(v *yaml.RNode) error {
+			name, err := v.Pipe(yaml.Lookup("configMap", "name"))
+			if err != nil || name == nil || yaml.GetValue(name) != configMap {
+				return err
+			}
+			found = true
+			return v.PipeE(yaml.Lookup("configMap"), yaml.SetField("name", yaml.NewStringRNode(phConfigMap)))
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if !found {
+		return fmt.Errorf("the Deployment mounts no volume of the ConfigMap %s", configMap)
+	}
+	return nil
+}
+
+// expand replaces the placeholders with template expressions. Block values (resources,
+// the configuration file) are indented to the key's column plus two.
+func expand(text string) (string, error) {
+	for _, ph := range []string{phNamespace, phService, phReplicas, phImage, phResources, phConfig, phConfigMap, phKeep} {
+		text = strings.NewReplacer("'"+ph+"'", ph, `"`+ph+`"`, ph).Replace(text)
+	}
+	var out strings.Builder
+	for _, line := range strings.SplitAfter(text, "\n") {
+		indent := len(line) - len(strings.TrimLeft(line, " "))
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case strings.HasSuffix(trimmed, ": "+phResources):
+			key := strings.TrimSuffix(trimmed, " "+phResources)
+			fmt.Fprintf(&out, "%s%s\n{{- toYaml .Values.manager.resources | nindent %d }}\n", strings.Repeat(" ", indent), key, indent+2)
+			continue
+		case strings.HasSuffix(trimmed, ": "+phKeep):
+			key := strings.TrimSuffix(trimmed, " "+phKeep)
+			fmt.Fprintf(&out, "{{- if .Values.crds.keep }}\n%s%s keep\n{{- end }}\n", strings.Repeat(" ", indent), key)
+			continue
+		case strings.HasSuffix(trimmed, ": "+phConfig):
+			key := strings.TrimSuffix(trimmed, " "+phConfig)
+			fmt.Fprintf(&out, "%s%s |\n{{- include \"kaddons.config\" . | nindent %d }}\n", strings.Repeat(" ", indent), key, indent+2)
+			continue
+		}
+		out.WriteString(line)
+	}
+	s := strings.NewReplacer(
+		phNamespace, "{{ .Release.Namespace }}",
+		phService, "{{ .Release.Service }}",
+		phReplicas, "{{ .Values.manager.replicas }}",
+		phImage, `{{ include "kaddons.image" . }}`,
+		phConfigMap, `{{ include "kaddons.configMapName" . }}`,
+	).Replace(out.String())
+	if strings.Contains(s, "KADDONS_HELM_") {
+		return "", errors.New("a placeholder is left in a position helmgen cannot template")
+	}
+	return s, nil
+}
+
+// configMapBase returns the ConfigMap's name without the hash suffix, after checking
+// that the suffix is the hash the chart's kaddons.configMapName computes: if kustomize
+// ever hashes differently, the chart would silently name another ConfigMap.
+func configMapBase(name, key, config string) (string, error) {
+	i := strings.LastIndex(name, "-")
+	if i < 0 {
+		return "", fmt.Errorf("the ConfigMap %s has no hash suffix (configMapGenerator adds one)", name)
+	}
+	doc, err := json.Marshal(map[string]any{"kind": "ConfigMap", "name": "", "data": map[string]string{key: config}})
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(doc)
+	want := strings.NewReplacer("0", "g", "1", "h", "3", "k", "a", "m", "e", "t").Replace(hex.EncodeToString(sum[:])[:10])
+	if name[i+1:] != want {
+		return "", fmt.Errorf("the ConfigMap %s: kustomize's hash suffix is %s, the chart would compute %s; update kaddons.configMapName",
+			name, name[i+1:], want)
+	}
+	return name[:i], nil
+}
+
+// splitImage splits an image reference into repository and tag (latest if none).
+func splitImage(image string) (repository, tag string) {
+	if i := strings.LastIndex(image, ":"); i > strings.LastIndex(image, "/") {
+		return image[:i], image[i+1:]
+	}
+	return image, "latest"
+}
+
+// write replaces the chart folder's generated files: Chart.yaml, values.yaml,
+// .helmignore and templates/.
+func write(dir string, files map[string]string) error {
+	if err := os.RemoveAll(filepath.Join(dir, "templates")); err != nil {
+		return err
+	}
+	names := make([]string, 0, len(files))
+	for name := range files {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, []byte(files[name]), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}

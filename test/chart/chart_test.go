@@ -1,0 +1,344 @@
+// Package chart tests the Helm chart in dist/chart with the Helm SDK: rendered with its
+// default values it holds the objects of dist/install.yaml, and the values it offers
+// (image, replicas, resources, the configuration file, the CRD switches) land where they
+// should. It is a module of its own so that the Helm SDK's dependencies stay out of the
+// operator's go.mod; `make test` runs it.
+package chart
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/chart/common"
+	"helm.sh/helm/v4/pkg/chart/loader"
+	kubefake "helm.sh/helm/v4/pkg/kube/fake"
+	release "helm.sh/helm/v4/pkg/release"
+	"helm.sh/helm/v4/pkg/storage"
+	"helm.sh/helm/v4/pkg/storage/driver"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+)
+
+var (
+	chartDir  = filepath.Join("..", "..", "dist", "chart")
+	installer = filepath.Join("..", "..", "dist", "install.yaml")
+)
+
+// The operator's namespace in install.yaml, where the tests install the chart too.
+const operatorNamespace = "kaddons-system"
+
+// object is one decoded Kubernetes object.
+type object = map[string]any
+
+// render renders the chart as `helm template` does, into namespace, with vals over the
+// chart's defaults, and returns its objects by key.
+func render(t *testing.T, namespace string, vals map[string]any) map[string]object {
+	t.Helper()
+	chrt, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatalf("loading %s: %v", chartDir, err)
+	}
+	cfg := action.NewConfiguration()
+	cfg.Releases = storage.Init(driver.NewMemory())
+	cfg.KubeClient = &kubefake.PrintingKubeClient{Out: io.Discard}
+	cfg.Capabilities = common.DefaultCapabilities
+	install := action.NewInstall(cfg)
+	install.DryRunStrategy = action.DryRunClient
+	install.ReleaseName = "kaddons"
+	install.Namespace = namespace
+	install.Replace = true
+	rel, err := install.Run(chrt, vals)
+	if err != nil {
+		t.Fatalf("rendering the chart: %v", err)
+	}
+	acc, err := release.NewAccessor(rel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return decode(t, acc.Manifest())
+}
+
+// decode splits a YAML stream into objects keyed by kind, namespace and name.
+func decode(t *testing.T, stream string) map[string]object {
+	t.Helper()
+	out := map[string]object{}
+	d := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(stream), 4096)
+	for {
+		o := object{}
+		if err := d.Decode(&o); errors.Is(err, io.EOF) {
+			return out
+		} else if err != nil {
+			t.Fatalf("decoding: %v", err)
+		}
+		if len(o) == 0 {
+			continue
+		}
+		k := key(o)
+		if _, dup := out[k]; dup {
+			t.Fatalf("%s appears twice", k)
+		}
+		out[k] = o
+	}
+}
+
+func key(o object) string {
+	meta, _ := o["metadata"].(map[string]any)
+	return fmt.Sprintf("%s %v/%v", o["kind"], meta["namespace"], meta["name"])
+}
+
+// get returns the value at path (map keys) under o, or nil.
+func get(o any, path ...string) any {
+	for _, p := range path {
+		m, ok := o.(map[string]any)
+		if !ok {
+			return nil
+		}
+		o = m[p]
+	}
+	return o
+}
+
+// installObjects reads dist/install.yaml.
+func installObjects(t *testing.T) map[string]object {
+	t.Helper()
+	data, err := os.ReadFile(installer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return decode(t, string(data))
+}
+
+// asHelmInstallsThem turns install.yaml's objects into what the chart is meant to render
+// with its defaults: no Namespace (Helm installs into the release namespace), Helm as
+// app.kubernetes.io/managed-by where kustomize was, and the CRDs kept on uninstall.
+func asHelmInstallsThem(objects map[string]object) map[string]object {
+	out := map[string]object{}
+	for k, o := range objects {
+		if o["kind"] == "Namespace" {
+			continue
+		}
+		if labels, ok := get(o, "metadata", "labels").(map[string]any); ok && labels["app.kubernetes.io/managed-by"] == "kustomize" {
+			labels["app.kubernetes.io/managed-by"] = "Helm"
+		}
+		if o["kind"] == "CustomResourceDefinition" {
+			meta := o["metadata"].(map[string]any)
+			annotations, _ := meta["annotations"].(map[string]any)
+			if annotations == nil {
+				annotations = map[string]any{}
+			}
+			annotations["helm.sh/resource-policy"] = "keep"
+			meta["annotations"] = annotations
+		}
+		out[k] = o
+	}
+	return out
+}
+
+func TestDefaultsRenderTheInstaller(t *testing.T) {
+	want := asHelmInstallsThem(installObjects(t))
+	got := render(t, operatorNamespace, nil)
+	if len(want) < 10 {
+		t.Fatalf("install.yaml holds only %d objects", len(want))
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the chart with its default values differs from dist/install.yaml (-install.yaml +chart):\n%s", diff)
+	}
+}
+
+func TestLint(t *testing.T) {
+	lint := action.NewLint()
+	lint.Namespace = operatorNamespace
+	res := lint.Run([]string{chartDir}, nil)
+	for _, err := range res.Errors {
+		t.Errorf("helm lint: %v", err)
+	}
+	for _, m := range res.Messages {
+		t.Logf("helm lint: %s", m)
+	}
+}
+
+// manager returns the manager Deployment, its manager container and the ConfigMap it mounts.
+func manager(t *testing.T, objects map[string]object, namespace string) (deploy object, container map[string]any, configMap object) {
+	t.Helper()
+	deploy = objects["Deployment "+namespace+"/kaddons-controller-manager"]
+	if deploy == nil {
+		t.Fatalf("no Deployment %s/kaddons-controller-manager among %d objects", namespace, len(objects))
+	}
+	for _, c := range get(deploy, "spec", "template", "spec", "containers").([]any) {
+		if c.(map[string]any)["name"] == "manager" {
+			container = c.(map[string]any)
+		}
+	}
+	for _, v := range get(deploy, "spec", "template", "spec", "volumes").([]any) {
+		if name, ok := get(v, "configMap", "name").(string); ok {
+			configMap = objects["ConfigMap "+namespace+"/"+name]
+			if configMap == nil {
+				t.Fatalf("the Deployment mounts the ConfigMap %s, which the chart does not render", name)
+			}
+		}
+	}
+	if container == nil || configMap == nil {
+		t.Fatal("no manager container or configuration ConfigMap")
+	}
+	return deploy, container, configMap
+}
+
+func TestValuesLand(t *testing.T) {
+	defaults := render(t, operatorNamespace, nil)
+	_, _, defaultConfigMap := manager(t, defaults, operatorNamespace)
+	defaultName := get(defaultConfigMap, "metadata", "name")
+	configText := get(defaultConfigMap, "data", "controller_manager_config.yaml").(string)
+	debugConfig := strings.Replace(configText, "logLevel: info", "logLevel: debug", 1)
+	if debugConfig == configText {
+		t.Fatal("the default configuration has no logLevel: info to change")
+	}
+	resources := map[string]any{
+		"limits":   map[string]any{"cpu": "1", "memory": "512Mi"},
+		"requests": map[string]any{"cpu": "100m", "memory": "128Mi"},
+	}
+
+	for _, tc := range []struct {
+		name      string
+		namespace string
+		vals      string
+		check     func(t *testing.T, objects map[string]object, deploy object, container map[string]any, configMap object)
+	}{{
+		name: "image, replicas and resources", namespace: operatorNamespace,
+		vals: `
+manager:
+  image: {repository: registry.example.com/kaddons, tag: v9.9.9}
+  replicas: 3
+  resources: {limits: {cpu: "1", memory: 512Mi}, requests: {cpu: 100m, memory: 128Mi}}
+`,
+		check: func(t *testing.T, objects map[string]object, deploy object, container map[string]any, _ object) {
+			if got := container["image"]; got != "registry.example.com/kaddons:v9.9.9" {
+				t.Errorf("image %v", got)
+			}
+			if got := get(deploy, "spec", "replicas"); got != int64(3) && got != float64(3) {
+				t.Errorf("replicas %v (%T)", got, got)
+			}
+			if diff := cmp.Diff(resources, container["resources"]); diff != "" {
+				t.Errorf("resources (-want +got):\n%s", diff)
+			}
+			pdb := objects["PodDisruptionBudget "+operatorNamespace+"/kaddons-controller-manager"]
+			if diff := cmp.Diff(get(deploy, "spec", "selector", "matchLabels"), get(pdb, "spec", "selector", "matchLabels")); diff != "" || pdb == nil {
+				t.Errorf("the PodDisruptionBudget does not select the manager's pods: %s", diff)
+			}
+		},
+	}, {
+		name: "an image digest wins over the tag", namespace: operatorNamespace,
+		vals: `
+manager:
+  image: {repository: registry.example.com/kaddons, tag: v1, digest: "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}
+`,
+		check: func(t *testing.T, _ map[string]object, _ object, container map[string]any, _ object) {
+			want := "registry.example.com/kaddons@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+			if got := container["image"]; got != want {
+				t.Errorf("image %v, want %s", got, want)
+			}
+		},
+	}, {
+		name: "the configuration file as text", namespace: operatorNamespace,
+		vals: "manager:\n  config: |\n" + indent(debugConfig, "    "),
+		check: func(t *testing.T, _ map[string]object, _ object, _ map[string]any, configMap object) {
+			if got := get(configMap, "data", "controller_manager_config.yaml"); got != debugConfig {
+				t.Errorf("the ConfigMap holds\n%v\nwant\n%s", got, debugConfig)
+			}
+			if get(configMap, "metadata", "name") == defaultName {
+				t.Errorf("the ConfigMap kept its name %v: a changed file would not roll the manager out", defaultName)
+			}
+		},
+	}, {
+		name: "the configuration file as a map", namespace: operatorNamespace,
+		vals: `
+manager:
+  config:
+    apiVersion: config.kaddons.dev/v1beta1
+    kind: OperatorConfiguration
+    runtime: {logLevel: debug, defaultChannel: rapid}
+`,
+		check: func(t *testing.T, _ map[string]object, _ object, _ map[string]any, configMap object) {
+			text, _ := get(configMap, "data", "controller_manager_config.yaml").(string)
+			got := map[string]any{}
+			if err := yaml.Unmarshal([]byte(text), &got); err != nil {
+				t.Fatalf("the ConfigMap's file is not YAML: %v\n%s", err, text)
+			}
+			want := map[string]any{"apiVersion": "config.kaddons.dev/v1beta1", "kind": "OperatorConfiguration",
+				"runtime": map[string]any{"logLevel": "debug", "defaultChannel": "rapid"}}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("configuration (-want +got):\n%s", diff)
+			}
+		},
+	}, {
+		name: "another namespace", namespace: "platform",
+		check: func(t *testing.T, objects map[string]object, _ object, _ map[string]any, _ object) {
+			for k, o := range objects {
+				if ns := get(o, "metadata", "namespace"); ns != nil && ns != "platform" {
+					t.Errorf("%s is in namespace %v", k, ns)
+				}
+				if subjects, ok := o["subjects"].([]any); ok {
+					for _, s := range subjects {
+						if ns := get(s, "namespace"); ns != "platform" {
+							t.Errorf("%s binds a subject in namespace %v", k, ns)
+						}
+					}
+				}
+			}
+		},
+	}, {
+		name: "CRDs neither kept nor installed", namespace: operatorNamespace,
+		vals: "crds: {install: false}\n",
+		check: func(t *testing.T, objects map[string]object, _ object, _ map[string]any, _ object) {
+			for k, o := range objects {
+				if o["kind"] == "CustomResourceDefinition" {
+					t.Errorf("%s is rendered with crds.install false", k)
+				}
+			}
+		},
+	}, {
+		name: "CRDs not kept", namespace: operatorNamespace,
+		vals: "crds: {keep: false}\n",
+		check: func(t *testing.T, objects map[string]object, _ object, _ map[string]any, _ object) {
+			crds := 0
+			for k, o := range objects {
+				if o["kind"] == "CustomResourceDefinition" {
+					crds++
+					if get(o, "metadata", "annotations", "helm.sh/resource-policy") != nil {
+						t.Errorf("%s keeps helm.sh/resource-policy with crds.keep false", k)
+					}
+				}
+			}
+			if crds == 0 {
+				t.Error("no CRD rendered")
+			}
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			vals := map[string]any{}
+			if err := yaml.Unmarshal([]byte(tc.vals), &vals); err != nil {
+				t.Fatal(err)
+			}
+			objects := render(t, tc.namespace, vals)
+			deploy, container, configMap := manager(t, objects, tc.namespace)
+			tc.check(t, objects, deploy, container, configMap)
+		})
+	}
+}
+
+// indent prefixes each non-empty line of s.
+func indent(s, prefix string) string {
+	lines := strings.SplitAfter(s, "\n")
+	for i, l := range lines {
+		if strings.TrimSpace(l) != "" {
+			lines[i] = prefix + l
+		}
+	}
+	return strings.Join(lines, "")
+}
