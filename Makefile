@@ -53,11 +53,12 @@ vet: ## Run go vet against code (the e2e suite included).
 	go vet -tags e2e ./test/...
 
 .PHONY: verify
-verify: manifests generate ## Fail when generated code or manifests are stale, or go.mod is untidy.
+verify: manifests generate build-installer helm ## Fail when generated code, manifests, dist/ (installer, chart) are stale, or go.mod is untidy.
 	go mod tidy
-	@if [ -n "$$(git status --porcelain -- api config go.mod go.sum)" ]; then \
-		echo "Generated files are out of date; run 'make generate manifests' and 'go mod tidy', then commit:"; \
-		git status --porcelain -- api config go.mod go.sum; git diff -- api config go.mod go.sum | head -50; exit 1; \
+	cd test/chart && go mod tidy
+	@if [ -n "$$(git status --porcelain -- api config dist go.mod go.sum test/chart/go.mod test/chart/go.sum)" ]; then \
+		echo "Generated files are out of date; run 'make generate manifests build-installer helm' and 'go mod tidy', then commit:"; \
+		git status --porcelain -- api config dist go.mod go.sum test/chart; git diff -- api config dist go.mod go.sum test/chart | head -50; exit 1; \
 	fi
 	@echo "Generated code and manifests are up to date."
 
@@ -77,6 +78,7 @@ verify-kubeadm-manifests: ## Fail if test/testdata/kubeadm differs from what the
 test: manifests generate fmt vet ## Run unit and envtest tests against a real kube-apiserver and etcd.
 	hack/toolchain.sh build etcd kube-apiserver kubectl
 	KUBEBUILDER_ASSETS="$$(hack/toolchain.sh dir)" go test ./... -count=1 -timeout 20m
+	cd test/chart && go test ./... -count=1
 	go test -run '^$$' -fuzz '^FuzzParseChannel$$' -fuzztime $(TEST_FUZZTIME) $(FUZZ_FLAGS) ./internal/channels
 	go test -run '^$$' -fuzz '^FuzzRender$$' -fuzztime $(TEST_FUZZTIME) $(FUZZ_FLAGS) ./internal/channels
 	go test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(TEST_FUZZTIME) $(FUZZ_FLAGS) ./internal/config
@@ -123,19 +125,46 @@ build: manifests generate fmt vet ## Build the manager binary.
 run: manifests generate fmt vet ## Run the manager from your host against the cluster in KUBECONFIG.
 	go run . --channels=channels
 
+## VERSION and REVISION label the image and are linked into the manager (internal/version).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
+## IMAGE_OUT is where `make image` puts the image: IMG, when given on the command line or in
+## the environment, is pushed to; otherwise the OCI layout bin/image is written (IMG=oci:DIR too).
+ifeq ($(origin IMG),file)
+IMAGE_OUT ?= oci:bin/image
+else
+IMAGE_OUT ?= $(IMG)
+endif
+
+.PHONY: image
+image: ## Build the multi-arch (IMAGE_PLATFORMS) manager image without a container engine: push IMG if given, else write bin/image.
+	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 0) go run ./hack/image -image $(IMAGE_OUT) \
+		-platforms $(IMAGE_PLATFORMS) -tags $(GO_BUILD_TAGS) -version $(VERSION) -revision $(REVISION)
+
 .PHONY: docker-build
 docker-build: ## Build the manager image (needs a container engine).
-	$(CONTAINER_TOOL) build -t ${IMG} .
+	$(CONTAINER_TOOL) build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t ${IMG} .
 
 .PHONY: docker-push
 docker-push: ## Push the manager image.
 	$(CONTAINER_TOOL) push ${IMG}
 
+## INSTALLER is the file `make build-installer` writes.
+INSTALLER ?= dist/install.yaml
+
 .PHONY: build-installer
-build-installer: manifests generate kubectl ## Write dist/install.yaml: CRDs, RBAC and the operator's deployment.
-	mkdir -p dist
-	$(KUBECTL) kustomize config/default | sed 's|image: controller:latest|image: ${IMG}|' > dist/install.yaml
-	@echo "Wrote dist/install.yaml for image ${IMG}"
+build-installer: manifests generate kubectl ## Write dist/install.yaml (INSTALLER): CRDs, RBAC and the operator's deployment.
+	mkdir -p $(dir $(INSTALLER))
+	$(KUBECTL) kustomize config/default | sed 's|image: controller:latest|image: ${IMG}|' > $(INSTALLER)
+	@echo "Wrote $(INSTALLER) for image ${IMG}"
+
+## CHART_VERSION is the version of the chart `make helm` writes.
+CHART_VERSION ?= 0.1.0
+
+.PHONY: helm
+helm: manifests generate kubectl ## Write the Helm chart dist/chart from config/default (hack/helmgen), image IMG.
+	$(KUBECTL) kustomize config/default | sed 's|image: controller:latest|image: ${IMG}|' | go run ./hack/helmgen -out dist/chart -chart-version $(CHART_VERSION)
 
 .PHONY: kops-channel
 kops-channel: kubectl ## Refresh examples/kops: the installer (from dist/install.yaml), the add-on resources and their manifestHash.
