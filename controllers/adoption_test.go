@@ -33,7 +33,7 @@ func preexisting(t *testing.T, cr addonsv1alpha1.Addon, def engine.Definition) [
 	if err != nil {
 		t.Fatal(err)
 	}
-	var created []*unstructured.Unstructured
+	created := make([]*unstructured.Unstructured, 0, len(objects.Items))
 	for _, o := range objects.Items {
 		u := o.UnstructuredObject().DeepCopy()
 		u.SetLabels(map[string]string{"app.kubernetes.io/managed-by": "another-tool"})
@@ -201,7 +201,7 @@ func TestReplicasLeftToAnHPA(t *testing.T) {
 	g.Expect(*deploy.Spec.Replicas).To(Equal(int32(5)), "kaddons reset the replicas the HPA set")
 	for _, m := range deploy.ManagedFields {
 		if m.Manager == engine.FieldManager && m.FieldsV1 != nil {
-			g.Expect(string(m.FieldsV1.Raw)).NotTo(ContainSubstring(`"f:replicas"`), "kaddons still owns spec.replicas")
+			g.Expect(m.FieldsV1.GetRawString()).NotTo(ContainSubstring(`"f:replicas"`), "kaddons still owns spec.replicas")
 		}
 	}
 }

@@ -101,7 +101,7 @@ func transformCoreDNS(_ context.Context, in engine.RenderInput, objects *engine.
 			current, _, _ := cm.NestedStringMap("data")
 			text = corefileDomain.ReplaceAllString(cmp.Or(adopted.Corefile, current["Corefile"]), "${1}"+spec.DNSDomain+"${2}")
 		}
-		if err := cm.SetNestedField(text, "data", "Corefile"); err != nil {
+		if err := engine.SetConfigData(cm, "Corefile", text, adopted.Corefile); err != nil {
 			return err
 		}
 	}

@@ -149,3 +149,19 @@ type unstructuredObject = unstructured.Unstructured
 func engineOptions() engine.Options {
 	return engine.Options{Source: source}
 }
+
+// waitPausedWithPendingChange waits until a paused add-on reports a spec change it holds
+// back: Ready keeps reason Paused and the generation last applied, behind the current one.
+func waitPausedWithPendingChange(t *testing.T, obj addonsv1alpha1.Addon) metav1.Condition {
+	t.Helper()
+	var ready metav1.Condition
+	NewWithT(t).Eventually(func(g Gomega) {
+		getAddon(g, obj)
+		ready = readyCondition(obj.GetAddonStatus())
+		g.Expect(ready.Reason).To(Equal(addonsv1alpha1.ReasonPaused))
+		g.Expect(ready.Message).To(ContainSubstring("is not applied"))
+		g.Expect(ready.ObservedGeneration).To(BeNumerically("<", obj.GetGeneration()))
+		g.Expect(obj.GetAddonStatus().ObservedGeneration).To(Equal(ready.ObservedGeneration))
+	}).WithTimeout(eventuallyTimeout).WithPolling(pollInterval).Should(Succeed())
+	return ready
+}

@@ -103,14 +103,17 @@ func TestAdoptKubeadmCoreDNS(t *testing.T) {
 		g.Expect(live.GetUID()).To(Equal(o.GetUID()), "%s %s was re-created", o.GetKind(), o.GetName())
 	}
 
-	// The Corefile stays the admin's: an edit to it is kept, not reverted as drift.
-	updated := strings.Replace(cm.Data["Corefile"], "10.0.0.1 example.internal", "10.0.0.2 example.internal", 1)
-	cm.Data["Corefile"] = updated
+	// From now on the adopted Corefile is the desired one: kaddons recorded it on the
+	// ConfigMap, and an edit of the data is drift, undone (changes go through
+	// spec.corefile).
+	g.Expect(cm.Annotations).To(HaveKey(engine.AnnotationAdoptedConfig))
+	adopted := cm.Data["Corefile"]
+	cm.Data["Corefile"] = strings.Replace(adopted, "10.0.0.1 example.internal", "10.0.0.2 example.internal", 1)
 	g.Expect(k8sClient.Update(ctx, cm, client.FieldOwner("admin"))).To(Succeed())
-	g.Consistently(func(g Gomega) {
+	g.Eventually(func(g Gomega) {
 		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(cm), cm)).To(Succeed())
-		g.Expect(cm.Data["Corefile"]).To(Equal(updated))
-	}).WithTimeout(quietWindow).WithPolling(pollInterval).Should(Succeed())
+		g.Expect(cm.Data["Corefile"]).To(Equal(adopted))
+	}).WithTimeout(eventuallyTimeout).WithPolling(pollInterval).Should(Succeed())
 }
 
 func TestAdoptKubeadmCoreDNSWithARemovedPlugin(t *testing.T) {

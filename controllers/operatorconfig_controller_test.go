@@ -138,7 +138,7 @@ func TestOperatorConfig(t *testing.T) {
 		ready := waitReason(t, pinned, addonsv1alpha1.ReasonPaused)
 		g.Expect(ready.Message).To(ContainSubstring("paused by the operator configuration"))
 		updateCoreDNS(t, pinned, func(c *addonsv1alpha1.CoreDNS) { c.Spec.Replicas = ptr.To[int32](4) })
-		waitReason(t, pinned, addonsv1alpha1.ReasonPaused)
+		waitPausedWithPendingChange(t, pinned)
 		d := &appsv1.Deployment{}
 		g.Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: pinnedNS, Name: "coredns"}, d)).To(Succeed())
 		g.Expect(*d.Spec.Replicas).NotTo(BeEquivalentTo(4), "a paused kind was applied")

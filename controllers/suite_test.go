@@ -200,17 +200,6 @@ func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 	})
 }
 
-// snapshot returns the counts so far.
-func (c *requestCounter) snapshot() map[string]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := map[string]int{}
-	for k, v := range c.counts {
-		out[k] = v
-	}
-	return out
-}
-
 // objectWritesSince returns the writes since the n-th whose path names ns (which includes
 // the cluster RBAC of an add-on in ns), leaving out events.
 func (c *requestCounter) objectWritesSince(n int, ns string) []string {
@@ -251,15 +240,6 @@ func (c *requestCounter) writeCount() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.writes)
-}
-
-// totalSince returns every request since before.
-func (c *requestCounter) totalSince(before map[string]int) int {
-	n := 0
-	for k, v := range c.snapshot() {
-		n += v - before[k]
-	}
-	return n
 }
 
 type roundTripperFunc func(*http.Request) (*http.Response, error)

@@ -17,6 +17,26 @@ import (
 // Helpers for add-ons whose existing installs keep a configuration file that adoption
 // must carry over (CoreDNS's Corefile).
 
+// AnnotationAdoptedConfig on an adopted ConfigMap holds the configuration file kaddons
+// took over (migrated to the version it applied), before typed fields are applied to it:
+// what later renders start from. Edits to the ConfigMap's data are drift and are undone;
+// to change the file, set the add-on's own field for it (spec.corefile).
+const AnnotationAdoptedConfig = "addons.kaddons.dev/adopted-config"
+
+// SetConfigData sets the data entry key of the rendered ConfigMap o to value. adopted,
+// when not empty, is the configuration file kaddons took over (before typed fields were
+// applied to it), recorded in AnnotationAdoptedConfig so that the next renders start
+// from it.
+func SetConfigData(o *Object, key, value, adopted string) error {
+	if err := o.SetNestedField(value, "data", key); err != nil {
+		return err
+	}
+	if adopted == "" {
+		return nil
+	}
+	return o.SetNestedField(adopted, "metadata", "annotations", AnnotationAdoptedConfig)
+}
+
 // ExistingConfig names a configuration file of a package, kept in a ConfigMap, and the
 // workload whose image says which version wrote it.
 type ExistingConfig struct {
@@ -40,8 +60,9 @@ type Config struct {
 
 // AdoptedConfig returns the configuration file want names when the add-on takes it over
 // or took it over before, with the version that wrote it. That is:
-//   - a ConfigMap in status.adopted: its current data, read through the cache, written
-//     for status.appliedVersion;
+//   - a ConfigMap in status.adopted: the file as kaddons took it over and last applied it
+//     (its AnnotationAdoptedConfig, read through the cache), written for
+//     status.appliedVersion;
 //   - with spec.adopt IfUnmanaged, a ConfigMap that exists without kaddons' labels: its
 //     data and the image tag of the running workload, read from the API server (only
 //     while the cache does not hold the ConfigMap, that is until it is adopted).
@@ -55,7 +76,11 @@ func AdoptedConfig(ctx context.Context, req InputRequest, want ExistingConfig) (
 	case cacheErr == nil && slices.ContainsFunc(status.Adopted, func(a addonsv1alpha1.AdoptedObject) bool {
 		return sameObject(a.ObjectReference, ref)
 	}):
-		return Config{Value: cm.Data[want.Key], Version: status.AppliedVersion}, nil
+		value, ok := cm.Annotations[AnnotationAdoptedConfig]
+		if !ok {
+			value = cm.Data[want.Key]
+		}
+		return Config{Value: value, Version: status.AppliedVersion}, nil
 	case cacheErr == nil:
 		// kaddons created it: the package's file applies.
 		return Config{}, nil

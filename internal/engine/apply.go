@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -294,35 +294,17 @@ func (a *applier) handedOver(ctx context.Context, req applyRequest) (ownership, 
 			return own, &writeError{err: fmt.Errorf("reading %s: %w", ref, err)}
 		case !slices.ContainsFunc(req.previous, func(p addonsv1alpha1.ObjectReference) bool { return sameObject(p, ref) }):
 			// Neither cached nor in the inventory: kaddons did not create it. Does it exist?
-			live, err := a.liveMetadata(ctx, ref)
-			if err != nil {
-				return own, &writeError{err: err}
-			}
-			if live == nil {
-				break
-			}
-			switch owner := ownerOf(live.GetLabels()); {
-			case owner == req.ownerKey():
-				// The cache has not caught up with our own write.
-				exists = true
-			case owner != "":
-				return own, &conflictError{ref: ref, owner: owner}
-			case ref.Group == "" && ref.Kind == kindNamespace:
-				// A Namespace holds things that are not the add-on's: use it, never adopt
-				// or delete it.
-				own.external[ref], own.skip[ref] = true, true
-				continue
-			case live.GetAnnotations()[addonsv1alpha1.AnnotationMode] != "":
-				// Marked by its owner as not to be managed: leave it and do not record it.
-				own.external[ref], own.skip[ref] = true, true
-				continue
-			case req.adopt:
-				own.adopted = append(own.adopted, adoptedObject(ref, live))
-				exists = true
-			default:
+			found, err := a.uncached(ctx, req, ref, &own)
+			switch {
+			case err != nil:
+				return own, err
+			case found == foundUnmanaged:
 				unmanaged = append(unmanaged, ref)
 				continue
+			case found == foundExternal:
+				continue
 			}
+			exists = found == foundOurs
 		}
 		switch mode {
 		case "":
@@ -338,6 +320,42 @@ func (a *applier) handedOver(ctx context.Context, req applyRequest) (ownership, 
 		return own, &adoptionError{refs: unmanaged}
 	}
 	return own, nil
+}
+
+// Answers of uncached about an object that neither the cache nor the inventory knows.
+const (
+	foundNothing   = iota // it does not exist: kaddons creates it
+	foundOurs             // it is kaddons' own (the cache lags) or being adopted
+	foundExternal         // it is used as it is and not recorded (own.external)
+	foundUnmanaged        // it exists unmanaged and waits for adoption
+)
+
+// uncached looks up on the API server an object that neither the cache nor the inventory
+// knows, and records in own what becomes of it.
+func (a *applier) uncached(ctx context.Context, req applyRequest, ref addonsv1alpha1.ObjectReference, own *ownership) (int, error) {
+	live, err := a.liveMetadata(ctx, ref)
+	if err != nil {
+		return 0, &writeError{err: err}
+	}
+	if live == nil {
+		return foundNothing, nil
+	}
+	switch owner := ownerOf(live.GetLabels()); {
+	case owner == req.ownerKey():
+		return foundOurs, nil
+	case owner != "":
+		return 0, &conflictError{ref: ref, owner: owner}
+	case ref.Group == "" && ref.Kind == kindNamespace,
+		live.GetAnnotations()[addonsv1alpha1.AnnotationMode] != "":
+		// A Namespace holds things that are not the add-on's: use it, never adopt or
+		// delete it. An object its owner marked not to be managed is left alone too.
+		own.external[ref], own.skip[ref] = true, true
+		return foundExternal, nil
+	case req.adopt:
+		own.adopted = append(own.adopted, adoptedObject(ref, live))
+		return foundOurs, nil
+	}
+	return foundUnmanaged, nil
 }
 
 // liveMetadata reads ref's metadata from the API server, past the label-filtered cache;
@@ -368,7 +386,9 @@ func adoptedObject(ref addonsv1alpha1.ObjectReference, live *metav1.PartialObjec
 }
 
 // adoptionError reports rendered objects that exist without kaddons' ownership.
-type adoptionError struct{ refs []addonsv1alpha1.ObjectReference }
+type adoptionError struct {
+	refs []addonsv1alpha1.ObjectReference
+}
 
 func (e *adoptionError) Error() string {
 	names := make([]string, 0, len(e.refs))
@@ -652,11 +672,11 @@ func (a *applier) waitEstablished(ctx context.Context, crds []*unstructured.Unst
 				if err := a.reader.Get(ctx, types.NamespacedName{Name: name}, crd); err != nil {
 					return false, client.IgnoreNotFound(err)
 				}
-				res, err := status.Compute(crd)
+				res, err := kstatus.Compute(crd)
 				if err != nil {
 					return false, err
 				}
-				return res.Status == status.CurrentStatus, nil
+				return res.Status == kstatus.CurrentStatus, nil
 			})
 		if err != nil {
 			return fmt.Errorf("CustomResourceDefinition %s is not established: %w", name, err)

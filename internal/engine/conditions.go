@@ -108,11 +108,6 @@ func markPaused(s *addonsv1alpha1.AddonStatus, generation int64, message string)
 	s.ObservedGeneration = generation
 }
 
-// markWaiting records that the add-on waits for the add-ons it depends on.
-func markWaiting(s *addonsv1alpha1.AddonStatus, generation int64, message string) {
-	markProgressing(s, generation, addonsv1alpha1.ReasonDependencyNotReady, message)
-}
-
 // markDegraded sets Degraded alone, for an add-on that lost health or failed an upgrade
 // while the other conditions say what happens now.
 func markDegraded(s *addonsv1alpha1.AddonStatus, generation int64, reason, message string) {

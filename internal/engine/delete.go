@@ -121,7 +121,7 @@ func deleteObjects(ctx context.Context, c client.Client, reader client.Reader, r
 			done = append(done, ref)
 			continue
 		}
-		if len(live.GetFinalizers()) > 0 && !(ref.Group == "" && ref.Kind == kindNamespace) {
+		if len(live.GetFinalizers()) > 0 && (ref.Group != "" || ref.Kind != kindNamespace) {
 			held = append(held, heldObject{ref: ref, finalizers: live.GetFinalizers()})
 		}
 		if !live.GetDeletionTimestamp().IsZero() {

@@ -7,7 +7,7 @@ import (
 
 func TestPhaseOrder(t *testing.T) {
 	r, _ := testReconciler(t, Options{})
-	var names []string
+	names := make([]string, 0, len(r.phases()))
 	for _, p := range r.phases() {
 		names = append(names, p.name)
 	}
@@ -15,7 +15,7 @@ func TestPhaseOrder(t *testing.T) {
 	if !equalStrings(names, want) {
 		t.Fatalf("phases = %v, want %v", names, want)
 	}
-	var rendering []string
+	rendering := make([]string, 0, 3)
 	for _, p := range phasesBetween(r.phases(), phaseResolve, phaseRender) {
 		rendering = append(rendering, p.name)
 	}

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
@@ -243,11 +243,11 @@ func objectHealth(u *unstructured.Unstructured) (bool, string, error) {
 	case gvk.Group == "policy" && gvk.Kind == "PodDisruptionBudget":
 		return pdbHealth(u), pdbMessage(u), nil
 	}
-	res, err := status.Compute(u)
+	res, err := kstatus.Compute(u)
 	if err != nil {
 		return false, "", err
 	}
-	if res.Status == status.CurrentStatus {
+	if res.Status == kstatus.CurrentStatus {
 		return true, "", nil
 	}
 	if res.Message == "" {

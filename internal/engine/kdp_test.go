@@ -26,7 +26,7 @@ metadata: {name: ns}
 		t.Fatal(err)
 	}
 	sortObjects(context.Background(), objects)
-	var got []string
+	got := make([]string, 0, len(objects.Items))
 	for _, o := range objects.Items {
 		got = append(got, o.Kind)
 	}

@@ -38,7 +38,7 @@ func TestKstatusSeesWhatAGitOpsToolShould(t *testing.T) {
 			return stalled(addonsv1alpha1.ReasonVersionNotFound, errors.New("no version 9"))
 		}, want: status.FailedStatus},
 		{name: "paused without a pending change", prepare: applied,
-			out: func(a *addonsv1alpha1.CoreDNS) outcome { return pausedAt(a, pausedMessage) },
+			out:  func(a *addonsv1alpha1.CoreDNS) outcome { return pausedAt(a, pausedMessage) },
 			want: status.CurrentStatus},
 		{name: "paused after suspend was set", prepare: applied,
 			bump: func(a *addonsv1alpha1.CoreDNS) { a.Spec.Suspend = true },

@@ -19,6 +19,16 @@ import (
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 )
 
+// opAdd is the JSON patch operation that adds (or replaces) a value.
+const opAdd = "add"
+
+// patchOp is one RFC 6902 JSON patch operation.
+type patchOp struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value,omitempty"`
+}
+
 // patchStatus is the one place that writes an add-on's status. It writes only when the
 // status differs from original, and replaces the whole status with a JSON patch: a merge
 // patch could not remove fields that became empty, and a diff would leave out KDP's
@@ -29,7 +39,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, original, obj addonsv1alph
 		return nil
 	}
 	key, base := client.ObjectKeyFromObject(obj), original.GetResourceVersion()
-	body, err := json.Marshal([]map[string]any{{"op": "add", "path": "/status", "value": obj.GetAddonStatus()}})
+	body, err := json.Marshal([]patchOp{{Op: opAdd, Path: "/status", Value: obj.GetAddonStatus()}})
 	if err != nil {
 		return err
 	}
@@ -92,11 +102,11 @@ func specHash(addon addonsv1alpha1.Addon) string {
 // and tests the resource version, so that it can neither drop another controller's
 // finalizer nor write over a change it has not seen.
 func (r *Reconciler) addFinalizer(ctx context.Context, obj addonsv1alpha1.Addon) error {
-	ops := []map[string]any{{"op": "test", "path": "/metadata/resourceVersion", "value": obj.GetResourceVersion()}}
+	ops := []patchOp{{Op: "test", Path: "/metadata/resourceVersion", Value: obj.GetResourceVersion()}}
 	if len(obj.GetFinalizers()) == 0 {
-		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/finalizers", "value": []string{Finalizer}})
+		ops = append(ops, patchOp{Op: opAdd, Path: "/metadata/finalizers", Value: []string{Finalizer}})
 	} else {
-		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/finalizers/-", "value": Finalizer})
+		ops = append(ops, patchOp{Op: opAdd, Path: "/metadata/finalizers/-", Value: Finalizer})
 	}
 	if err := r.patchMetadata(ctx, obj, ops); err != nil {
 		return fmt.Errorf("adding finalizer: %w", err)
@@ -112,7 +122,7 @@ func (r *Reconciler) removeFinalizer(ctx context.Context, obj addonsv1alpha1.Add
 			continue
 		}
 		path := fmt.Sprintf("/metadata/finalizers/%d", i)
-		ops := []map[string]any{{"op": "test", "path": path, "value": Finalizer}, {"op": "remove", "path": path}}
+		ops := []patchOp{{Op: "test", Path: path, Value: Finalizer}, {Op: "remove", Path: path}}
 		if err := r.patchMetadata(ctx, obj, ops); err != nil {
 			return fmt.Errorf("removing finalizer: %w", client.IgnoreNotFound(err))
 		}
@@ -122,7 +132,7 @@ func (r *Reconciler) removeFinalizer(ctx context.Context, obj addonsv1alpha1.Add
 }
 
 // patchMetadata applies JSON patch ops to obj and keeps its kind.
-func (r *Reconciler) patchMetadata(ctx context.Context, obj addonsv1alpha1.Addon, ops []map[string]any) error {
+func (r *Reconciler) patchMetadata(ctx context.Context, obj addonsv1alpha1.Addon, ops []patchOp) error {
 	body, err := json.Marshal(ops)
 	if err != nil {
 		return err

@@ -77,7 +77,7 @@ func TestAdoptKubeadmCoreDNS(t *testing.T) {
 	g.Expect(cm.Labels).To(HaveKeyWithValue(engine.LabelName, coreDNSName))
 	cr := getCoreDNS(g, ns)
 	g.Expect(cr.Status.Adopted).NotTo(BeEmpty())
-	var managers []string
+	managers := make([]string, 0, len(cr.Status.Adopted))
 	for _, a := range cr.Status.Adopted {
 		managers = append(managers, a.Kind+":"+strings.Join(a.FieldManagers, ","))
 	}
