@@ -112,7 +112,8 @@ const helmignore = `# Patterns to ignore when packaging the chart (helm package)
 .git/
 `
 
-const notes = `kaddons {{ .Chart.AppVersion }} runs in the namespace {{ .Release.Namespace }} ({{ .Values.manager.replicas }} replica(s), image {{ include "kaddons.image" . }}).
+const notes = `kaddons {{ .Chart.AppVersion }} runs in the namespace {{ .Release.Namespace }}
+({{ .Values.manager.replicas }} replica(s), image {{ include "kaddons.image" . }}).
 
 Check that it is ready:
   kubectl -n {{ .Release.Namespace }} rollout status deployment/kaddons-controller-manager

@@ -72,6 +72,11 @@ func fail(err error) {
 	os.Exit(1)
 }
 
+const (
+	kindCRD       = "CustomResourceDefinition"
+	kindConfigMap = "ConfigMap"
+)
+
 // Placeholders stand in for template expressions while the objects are YAML.
 const (
 	phNamespace = "KADDONS_HELM_RELEASE_NAMESPACE"
@@ -98,74 +103,22 @@ func generate(in []byte, o options) (map[string]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the rendered manifests: %w", err)
 	}
-	namespace := ""
-	for _, n := range nodes {
-		if n.GetKind() == "Namespace" {
-			if namespace != "" {
-				return nil, errors.New("more than one Namespace: which one is the operator's?")
-			}
-			namespace = n.GetName()
-		}
+	namespace, configMapName, err := operatorObjects(nodes, o.configKey)
+	if err != nil {
+		return nil, err
 	}
-	if namespace == "" {
-		return nil, errors.New("no Namespace object: which namespace is the operator's?")
-	}
-
 	files := map[string]string{}
 	var m manager
-	configMapName := ""
-	for _, n := range nodes {
-		if n.GetKind() == "ConfigMap" && n.GetNamespace() == namespace && hasKey(n, o.configKey) {
-			configMapName = n.GetName()
-		}
-	}
-	if configMapName == "" {
-		return nil, fmt.Errorf("no ConfigMap in %s holds %s", namespace, o.configKey)
-	}
-
 	for _, n := range nodes {
 		if n.GetKind() == "Namespace" {
 			continue
 		}
-		objectName := n.GetName()
-		if objectName == configMapName {
-			objectName = strings.TrimSuffix(objectName, objectName[strings.LastIndex(objectName, "-"):])
-		}
-		if err := templateCommon(n, namespace); err != nil {
-			return nil, err
-		}
-		switch {
-		case n.GetKind() == "ConfigMap" && n.GetName() == configMapName:
-			if m.config, err = templateConfigMap(n, o.configKey); err != nil {
-				return nil, err
-			}
-		case n.GetKind() == "Deployment" && hasContainer(n, o.container):
-			if err := templateDeployment(n, o.container, configMapName, &m); err != nil {
-				return nil, err
-			}
-		case n.GetKind() == "CustomResourceDefinition":
-			if err := n.PipeE(yaml.SetAnnotation("helm.sh/resource-policy", phKeep)); err != nil {
-				return nil, err
-			}
-		}
-		if path := findValue(n.YNode(), namespace, nil); path != nil {
-			return nil, fmt.Errorf("%s %s: %s still names the namespace %s after templating", n.GetKind(), n.GetName(),
-				strings.Join(path, "."), namespace)
-		}
-		text, err := n.String()
-		if err != nil {
-			return nil, err
-		}
-		text, err = expand(text)
+		name, text, err := templateObject(n, namespace, configMapName, o, &m)
 		if err != nil {
 			return nil, fmt.Errorf("%s %s: %w", n.GetKind(), n.GetName(), err)
 		}
-		name := filepath.Join("templates", area(n.GetKind()), strings.TrimPrefix(objectName, prefixOf(objectName))+".yaml")
 		if _, taken := files[name]; taken {
 			name = strings.TrimSuffix(name, ".yaml") + "-" + strings.ToLower(n.GetKind()) + ".yaml"
-		}
-		if n.GetKind() == "CustomResourceDefinition" {
-			text = "{{- if .Values.crds.install }}\n" + text + "{{- end }}\n"
 		}
 		files[name] = text
 	}
@@ -208,6 +161,70 @@ func findValue(node *yaml.Node, value string, path []string) []string {
 	return nil
 }
 
+// operatorObjects finds the operator's namespace (the one Namespace object) and the
+// ConfigMap in it that holds the configuration file.
+func operatorObjects(nodes []*yaml.RNode, configKey string) (namespace, configMap string, err error) {
+	for _, n := range nodes {
+		if n.GetKind() == "Namespace" {
+			if namespace != "" {
+				return "", "", errors.New("more than one Namespace: which one is the operator's?")
+			}
+			namespace = n.GetName()
+		}
+	}
+	if namespace == "" {
+		return "", "", errors.New("no Namespace object: which namespace is the operator's?")
+	}
+	for _, n := range nodes {
+		if n.GetKind() == kindConfigMap && n.GetNamespace() == namespace && hasKey(n, configKey) {
+			configMap = n.GetName()
+		}
+	}
+	if configMap == "" {
+		return "", "", fmt.Errorf("no ConfigMap in %s holds %s", namespace, configKey)
+	}
+	return namespace, configMap, nil
+}
+
+// templateObject turns one object into a template, and returns its file name and text.
+func templateObject(n *yaml.RNode, namespace, configMapName string, o options, m *manager) (name, text string, err error) {
+	objectName := n.GetName()
+	if objectName == configMapName {
+		objectName = objectName[:strings.LastIndex(objectName, "-")]
+	}
+	if err := templateCommon(n, namespace); err != nil {
+		return "", "", err
+	}
+	switch {
+	case n.GetKind() == kindConfigMap && n.GetName() == configMapName:
+		if m.config, err = templateConfigMap(n, o.configKey); err != nil {
+			return "", "", err
+		}
+	case n.GetKind() == "Deployment" && hasContainer(n, o.container):
+		if err := templateDeployment(n, o.container, configMapName, m); err != nil {
+			return "", "", err
+		}
+	case n.GetKind() == kindCRD:
+		if err := n.PipeE(yaml.SetAnnotation("helm.sh/resource-policy", phKeep)); err != nil {
+			return "", "", err
+		}
+	}
+	if path := findValue(n.YNode(), namespace, nil); path != nil {
+		return "", "", fmt.Errorf("%s still names the namespace %s after templating", strings.Join(path, "."), namespace)
+	}
+	if text, err = n.String(); err != nil {
+		return "", "", err
+	}
+	if text, err = expand(text); err != nil {
+		return "", "", err
+	}
+	if n.GetKind() == kindCRD {
+		text = "{{- if .Values.crds.install }}\n" + text + "{{- end }}\n"
+	}
+	name = filepath.Join("templates", area(n.GetKind()), strings.TrimPrefix(objectName, prefixOf(objectName))+".yaml")
+	return name, text, nil
+}
+
 // prefixOf returns the name prefix kustomize gave every object ("kaddons-").
 func prefixOf(name string) string {
 	if i := strings.Index(name, "-"); i > 0 && !strings.Contains(name[:i], ".") {
@@ -219,7 +236,7 @@ func prefixOf(name string) string {
 // area is the templates folder of a kind, after the config/ folder it comes from.
 func area(kind string) string {
 	switch kind {
-	case "CustomResourceDefinition":
+	case kindCRD:
 		return "crd"
 	case "ServiceAccount", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding":
 		return "rbac"

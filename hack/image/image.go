@@ -145,8 +145,8 @@ func newImage(p v1.Platform, binary string, certs []byte, m metadata) (v1.Image,
 }
 
 // newIndex puts the platform images into one OCI image index.
-func newIndex(images []platformImage, m metadata) (v1.ImageIndex, error) {
-	var adds []mutate.IndexAddendum
+func newIndex(images []platformImage, m metadata) v1.ImageIndex {
+	adds := make([]mutate.IndexAddendum, 0, len(images))
 	for _, pi := range images {
 		p := pi.platform
 		adds = append(adds, mutate.IndexAddendum{Add: pi.image, Descriptor: v1.Descriptor{
@@ -154,7 +154,7 @@ func newIndex(images []platformImage, m metadata) (v1.ImageIndex, error) {
 	}
 	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	idx = mutate.AppendManifests(idx, adds...)
-	return mutate.Annotations(idx, m.labels()).(v1.ImageIndex), nil
+	return mutate.Annotations(idx, m.labels()).(v1.ImageIndex)
 }
 
 // layer builds an uncompressed tar of files, every entry stamped with created, and wraps
@@ -291,7 +291,7 @@ type debugModule struct {
 }
 
 func modules(info *buildinfo.BuildInfo) []*debugModule {
-	var out []*debugModule
+	out := make([]*debugModule, 0, len(info.Deps))
 	for _, d := range info.Deps {
 		m := d
 		if d.Replace != nil {

@@ -27,7 +27,7 @@ func testIndex(t *testing.T) v1.ImageIndex {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var images []platformImage
+	images := make([]platformImage, 0, 2)
 	for _, p := range []v1.Platform{{OS: "linux", Architecture: "amd64"}, {OS: "linux", Architecture: "arm64", Variant: "v8"}} {
 		img, err := newImage(p, binary, []byte("-----BEGIN CERTIFICATE-----\n"), testMeta)
 		if err != nil {
@@ -35,11 +35,7 @@ func testIndex(t *testing.T) v1.ImageIndex {
 		}
 		images = append(images, platformImage{platform: p, image: img})
 	}
-	idx, err := newIndex(images, testMeta)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return idx
+	return newIndex(images, testMeta)
 }
 
 // files lists the entries of the image's flattened file system by path.
@@ -117,26 +113,32 @@ func TestImage(t *testing.T) {
 			t.Errorf("created %s, want %s", cfg.Created, testMeta.created)
 		}
 
-		fs := files(t, img)
-		for name, want := range map[string]struct {
-			mode     int64
-			uid, gid int
-		}{
-			"/manager":                           {0o755, 0, 0},
-			"/etc/passwd":                        {0o644, 0, 0},
-			"/etc/ssl/certs/ca-certificates.crt": {0o644, 0, 0},
-			"/home/nonroot":                      {0o700, 65532, 65532},
-			"/tmp":                               {0o1777, 0, 0},
-			sbomPath:                             {0o644, 0, 0},
-		} {
-			h, ok := fs[name]
-			if !ok {
-				t.Errorf("%s is missing from the image", name)
-				continue
-			}
-			if h.Mode != want.mode || h.Uid != want.uid || h.Gid != want.gid || !h.ModTime.Equal(testMeta.created) {
-				t.Errorf("%s: mode %o uid %d gid %d mtime %s", name, h.Mode, h.Uid, h.Gid, h.ModTime)
-			}
+		checkFiles(t, img)
+	}
+}
+
+// checkFiles checks the owner, mode and time of the image's files.
+func checkFiles(t *testing.T, img v1.Image) {
+	t.Helper()
+	fs := files(t, img)
+	for name, want := range map[string]struct {
+		mode     int64
+		uid, gid int
+	}{
+		"/manager":                           {0o755, 0, 0},
+		"/etc/passwd":                        {0o644, 0, 0},
+		"/etc/ssl/certs/ca-certificates.crt": {0o644, 0, 0},
+		"/home/nonroot":                      {0o700, 65532, 65532},
+		"/tmp":                               {0o1777, 0, 0},
+		sbomPath:                             {0o644, 0, 0},
+	} {
+		h, ok := fs[name]
+		if !ok {
+			t.Errorf("%s is missing from the image", name)
+			continue
+		}
+		if h.Mode != want.mode || h.Uid != want.uid || h.Gid != want.gid || !h.ModTime.Equal(testMeta.created) {
+			t.Errorf("%s: mode %o uid %d gid %d mtime %s", name, h.Mode, h.Uid, h.Gid, h.ModTime)
 		}
 	}
 }

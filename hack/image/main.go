@@ -127,10 +127,7 @@ func run(ctx context.Context, o options) error {
 		logf("built %s image %s in %s", platformString(p), digest, time.Since(stepStart).Round(100*time.Millisecond))
 		images = append(images, platformImage{platform: p, image: img})
 	}
-	index, err := newIndex(images, meta)
-	if err != nil {
-		return err
-	}
+	index := newIndex(images, meta)
 	digest, err := index.Digest()
 	if err != nil {
 		return err

@@ -208,7 +208,7 @@ func TestValuesLand(t *testing.T) {
 		name      string
 		namespace string
 		vals      string
-		check     func(t *testing.T, objects map[string]object, deploy object, container map[string]any, configMap object)
+		check     func(t *testing.T, r rendered)
 	}{{
 		name: "image, replicas and resources", namespace: operatorNamespace,
 		vals: `
@@ -217,44 +217,18 @@ manager:
   replicas: 3
   resources: {limits: {cpu: "1", memory: 512Mi}, requests: {cpu: 100m, memory: 128Mi}}
 `,
-		check: func(t *testing.T, objects map[string]object, deploy object, container map[string]any, _ object) {
-			if got := container["image"]; got != "registry.example.com/kaddons:v9.9.9" {
-				t.Errorf("image %v", got)
-			}
-			if got := get(deploy, "spec", "replicas"); got != int64(3) && got != float64(3) {
-				t.Errorf("replicas %v (%T)", got, got)
-			}
-			if diff := cmp.Diff(resources, container["resources"]); diff != "" {
-				t.Errorf("resources (-want +got):\n%s", diff)
-			}
-			pdb := objects["PodDisruptionBudget "+operatorNamespace+"/kaddons-controller-manager"]
-			if diff := cmp.Diff(get(deploy, "spec", "selector", "matchLabels"), get(pdb, "spec", "selector", "matchLabels")); diff != "" || pdb == nil {
-				t.Errorf("the PodDisruptionBudget does not select the manager's pods: %s", diff)
-			}
-		},
+		check: checkImageReplicasResources,
 	}, {
 		name: "an image digest wins over the tag", namespace: operatorNamespace,
 		vals: `
 manager:
   image: {repository: registry.example.com/kaddons, tag: v1, digest: "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}
 `,
-		check: func(t *testing.T, _ map[string]object, _ object, container map[string]any, _ object) {
-			want := "registry.example.com/kaddons@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
-			if got := container["image"]; got != want {
-				t.Errorf("image %v, want %s", got, want)
-			}
-		},
+		check: checkDigest,
 	}, {
 		name: "the configuration file as text", namespace: operatorNamespace,
-		vals: "manager:\n  config: |\n" + indent(debugConfig, "    "),
-		check: func(t *testing.T, _ map[string]object, _ object, _ map[string]any, configMap object) {
-			if got := get(configMap, "data", "controller_manager_config.yaml"); got != debugConfig {
-				t.Errorf("the ConfigMap holds\n%v\nwant\n%s", got, debugConfig)
-			}
-			if get(configMap, "metadata", "name") == defaultName {
-				t.Errorf("the ConfigMap kept its name %v: a changed file would not roll the manager out", defaultName)
-			}
-		},
+		vals:  "manager:\n  config: |\n" + indent(debugConfig, "    "),
+		check: checkConfigText,
 	}, {
 		name: "the configuration file as a map", namespace: operatorNamespace,
 		vals: `
@@ -264,71 +238,131 @@ manager:
     kind: OperatorConfiguration
     runtime: {logLevel: debug, defaultChannel: rapid}
 `,
-		check: func(t *testing.T, _ map[string]object, _ object, _ map[string]any, configMap object) {
-			text, _ := get(configMap, "data", "controller_manager_config.yaml").(string)
-			got := map[string]any{}
-			if err := yaml.Unmarshal([]byte(text), &got); err != nil {
-				t.Fatalf("the ConfigMap's file is not YAML: %v\n%s", err, text)
-			}
-			want := map[string]any{"apiVersion": "config.kaddons.dev/v1beta1", "kind": "OperatorConfiguration",
-				"runtime": map[string]any{"logLevel": "debug", "defaultChannel": "rapid"}}
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("configuration (-want +got):\n%s", diff)
-			}
-		},
+		check: checkConfigMap,
 	}, {
 		name: "another namespace", namespace: "platform",
-		check: func(t *testing.T, objects map[string]object, _ object, _ map[string]any, _ object) {
-			for k, o := range objects {
-				if ns := get(o, "metadata", "namespace"); ns != nil && ns != "platform" {
-					t.Errorf("%s is in namespace %v", k, ns)
-				}
-				if subjects, ok := o["subjects"].([]any); ok {
-					for _, s := range subjects {
-						if ns := get(s, "namespace"); ns != "platform" {
-							t.Errorf("%s binds a subject in namespace %v", k, ns)
-						}
-					}
-				}
-			}
-		},
+		check: checkNamespace,
 	}, {
 		name: "CRDs neither kept nor installed", namespace: operatorNamespace,
-		vals: "crds: {install: false}\n",
-		check: func(t *testing.T, objects map[string]object, _ object, _ map[string]any, _ object) {
-			for k, o := range objects {
-				if o["kind"] == "CustomResourceDefinition" {
-					t.Errorf("%s is rendered with crds.install false", k)
-				}
-			}
-		},
+		vals:  "crds: {install: false}\n",
+		check: checkNoCRDs,
 	}, {
 		name: "CRDs not kept", namespace: operatorNamespace,
-		vals: "crds: {keep: false}\n",
-		check: func(t *testing.T, objects map[string]object, _ object, _ map[string]any, _ object) {
-			crds := 0
-			for k, o := range objects {
-				if o["kind"] == "CustomResourceDefinition" {
-					crds++
-					if get(o, "metadata", "annotations", "helm.sh/resource-policy") != nil {
-						t.Errorf("%s keeps helm.sh/resource-policy with crds.keep false", k)
-					}
-				}
-			}
-			if crds == 0 {
-				t.Error("no CRD rendered")
-			}
-		},
+		vals:  "crds: {keep: false}\n",
+		check: checkCRDsNotKept,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			vals := map[string]any{}
 			if err := yaml.Unmarshal([]byte(tc.vals), &vals); err != nil {
 				t.Fatal(err)
 			}
-			objects := render(t, tc.namespace, vals)
-			deploy, container, configMap := manager(t, objects, tc.namespace)
-			tc.check(t, objects, deploy, container, configMap)
+			r := rendered{objects: render(t, tc.namespace, vals), defaultConfigMapName: defaultName,
+				debugConfig: debugConfig, resources: resources}
+			r.deploy, r.container, r.configMap = manager(t, r.objects, tc.namespace)
+			tc.check(t, r)
 		})
+	}
+}
+
+// rendered is what a values case renders, and what the checks compare it with.
+type rendered struct {
+	objects   map[string]object
+	deploy    object
+	container map[string]any
+	configMap object
+	// What the cases set or the defaults give.
+	defaultConfigMapName any
+	debugConfig          string
+	resources            map[string]any
+}
+
+// checkImageReplicasResources checks manager.image, manager.replicas and manager.resources, and that the PodDisruptionBudget selects the pods.
+func checkImageReplicasResources(t *testing.T, r rendered) {
+	if got := r.container["image"]; got != "registry.example.com/kaddons:v9.9.9" {
+		t.Errorf("image %v", got)
+	}
+	if got := get(r.deploy, "spec", "replicas"); got != int64(3) && got != float64(3) {
+		t.Errorf("replicas %v (%T)", got, got)
+	}
+	if diff := cmp.Diff(r.resources, r.container["resources"]); diff != "" {
+		t.Errorf("resources (-want +got):\n%s", diff)
+	}
+	pdb := r.objects["PodDisruptionBudget "+operatorNamespace+"/kaddons-controller-manager"]
+	if diff := cmp.Diff(get(r.deploy, "spec", "selector", "matchLabels"), get(pdb, "spec", "selector", "matchLabels")); diff != "" || pdb == nil {
+		t.Errorf("the PodDisruptionBudget does not select the manager's pods: %s", diff)
+	}
+}
+
+// checkDigest checks that manager.image.digest wins over the tag.
+func checkDigest(t *testing.T, r rendered) {
+	want := "registry.example.com/kaddons@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	if got := r.container["image"]; got != want {
+		t.Errorf("image %v, want %s", got, want)
+	}
+}
+
+// checkConfigText checks that manager.config as text lands verbatim and renames the ConfigMap.
+func checkConfigText(t *testing.T, r rendered) {
+	if got := get(r.configMap, "data", "controller_manager_config.yaml"); got != r.debugConfig {
+		t.Errorf("the ConfigMap holds\n%v\nwant\n%s", got, r.debugConfig)
+	}
+	if get(r.configMap, "metadata", "name") == r.defaultConfigMapName {
+		t.Errorf("the ConfigMap kept its name %v: a changed file would not roll the manager out", r.defaultConfigMapName)
+	}
+}
+
+// checkConfigMap checks that manager.config as a map lands as its YAML.
+func checkConfigMap(t *testing.T, r rendered) {
+	text, _ := get(r.configMap, "data", "controller_manager_config.yaml").(string)
+	got := map[string]any{}
+	if err := yaml.Unmarshal([]byte(text), &got); err != nil {
+		t.Fatalf("the ConfigMap's file is not YAML: %v\n%s", err, text)
+	}
+	want := map[string]any{"apiVersion": "config.kaddons.dev/v1beta1", "kind": "OperatorConfiguration",
+		"runtime": map[string]any{"logLevel": "debug", "defaultChannel": "rapid"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("configuration (-want +got):\n%s", diff)
+	}
+}
+
+// checkNamespace checks that every namespaced object and binding subject is in the release namespace.
+func checkNamespace(t *testing.T, r rendered) {
+	for k, o := range r.objects {
+		if ns := get(o, "metadata", "namespace"); ns != nil && ns != "platform" {
+			t.Errorf("%s is in namespace %v", k, ns)
+		}
+		if subjects, ok := o["subjects"].([]any); ok {
+			for _, s := range subjects {
+				if ns := get(s, "namespace"); ns != "platform" {
+					t.Errorf("%s binds a subject in namespace %v", k, ns)
+				}
+			}
+		}
+	}
+}
+
+// checkNoCRDs checks that crds.install false renders no CRD.
+func checkNoCRDs(t *testing.T, r rendered) {
+	for k, o := range r.objects {
+		if o["kind"] == "CustomResourceDefinition" {
+			t.Errorf("%s is rendered with crds.install false", k)
+		}
+	}
+}
+
+// checkCRDsNotKept checks that crds.keep false drops the keep annotation.
+func checkCRDsNotKept(t *testing.T, r rendered) {
+	crds := 0
+	for k, o := range r.objects {
+		if o["kind"] == "CustomResourceDefinition" {
+			crds++
+			if get(o, "metadata", "annotations", "helm.sh/resource-policy") != nil {
+				t.Errorf("%s keeps helm.sh/resource-policy with crds.keep false", k)
+			}
+		}
+	}
+	if crds == 0 {
+		t.Error("no CRD rendered")
 	}
 }
 

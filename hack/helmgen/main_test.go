@@ -1,0 +1,116 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+const rendered = `apiVersion: v1
+kind: Namespace
+metadata:
+  name: op-system
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: op-manager-config-%s
+  namespace: op-system
+data:
+  config.yaml: |
+    kind: OperatorConfiguration
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: op-controller-manager
+  namespace: op-system
+  labels:
+    app.kubernetes.io/managed-by: kustomize
+spec:
+  replicas: 2
+  template:
+    spec:
+      containers:
+      - name: manager
+        image: registry.example.com/op:v1
+        resources: {limits: {memory: 1Gi}}
+      volumes:
+      - name: config
+        configMap:
+          name: op-manager-config-%s
+`
+
+// suffix is kustomize's hash of the ConfigMap above.
+func suffix(t *testing.T) string {
+	t.Helper()
+	base, err := configMapBase("x-0000000000", "config.yaml", "kind: OperatorConfiguration\n")
+	if err == nil {
+		t.Fatalf("a wrong suffix was accepted (base %s)", base)
+	}
+	// The message names the suffix the chart computes.
+	msg := err.Error()
+	return msg[strings.LastIndex(msg, "compute ")+len("compute ") : strings.LastIndex(msg, ";")]
+}
+
+func TestGenerate(t *testing.T) {
+	h := suffix(t)
+	o := options{chartVersion: "1.0.0", configKey: "config.yaml", container: "manager"}
+	files, err := generate([]byte(strings.ReplaceAll(rendered, "%s", h)), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deploy := files["templates/manager/controller-manager.yaml"]
+	for _, want := range []string{
+		"namespace: {{ .Release.Namespace }}",
+		"app.kubernetes.io/managed-by: {{ .Release.Service }}",
+		"replicas: {{ .Values.manager.replicas }}",
+		`image: {{ include "kaddons.image" . }}`,
+		"resources:\n{{- toYaml .Values.manager.resources | nindent 10 }}",
+		`name: {{ include "kaddons.configMapName" . }}`,
+	} {
+		if !strings.Contains(deploy, want) {
+			t.Errorf("the Deployment template lacks %q:\n%s", want, deploy)
+		}
+	}
+	if _, ok := files["templates/manager/manager-config.yaml"]; !ok {
+		t.Errorf("no ConfigMap template; files: %v", keys(files))
+	}
+	values := files["values.yaml"]
+	for _, want := range []string{"repository: registry.example.com/op", `tag: "v1"`, "replicas: 2", "memory: 1Gi",
+		"config: |\n    kind: OperatorConfiguration"} {
+		if !strings.Contains(values, want) {
+			t.Errorf("values.yaml lacks %q:\n%s", want, values)
+		}
+	}
+	if !strings.Contains(files["templates/_helpers.tpl"], `printf "op-manager-config-%s" $hash`) {
+		t.Errorf("the helper does not name the ConfigMap op-manager-config-<hash>:\n%s", files["templates/_helpers.tpl"])
+	}
+}
+
+func TestGenerateRefuses(t *testing.T) {
+	h := suffix(t)
+	o := options{configKey: "config.yaml", container: "manager"}
+	for name, tc := range map[string]struct{ in, err string }{
+		"a stale hash": {in: strings.ReplaceAll(rendered, "%s", "0000000000"), err: "kustomize's hash suffix is 0000000000"},
+		"another reference to the namespace": {
+			in:  strings.ReplaceAll(rendered, "%s", h) + "---\napiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: x}\nstringData: {ns: op-system}\n",
+			err: "stringData.ns still names the namespace op-system",
+		},
+		"no Namespace": {in: strings.ReplaceAll(rendered, "kind: Namespace", "kind: Other"), err: "no Namespace object"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := generate([]byte(tc.in), o)
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Fatalf("generate: error %v, want %q", err, tc.err)
+			}
+		})
+	}
+}
+
+func keys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
