@@ -33,6 +33,11 @@ type managerProcess struct {
 	logPath string
 	// args are added after the suite's defaults; a repeated flag overrides the default.
 	args []string
+	// binary, dir and kubeconfig replace the suite's manager binary, working directory
+	// (the repository) and ServiceAccount kubeconfig when set.
+	binary, dir, kubeconfig string
+	// builtinChannels leaves out --channels: the manager reads the channels built into it.
+	builtinChannels bool
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -66,17 +71,21 @@ func (p *managerProcess) start() error {
 		return err
 	}
 	defer func() { _ = logFile.Close() }()
-	args := append([]string{
-		"--channels=" + channelsDir,
+	args := []string{
 		"--leader-elect=false",
 		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(p.port),
 		"--metrics-bind-address=0",
-	}, p.args...)
-	_, _ = fmt.Fprintf(logFile, "===== %s: starting %s %s\n", time.Now().Format(time.RFC3339), managerBinary, strings.Join(args, " "))
+	}
+	if !p.builtinChannels {
+		args = append([]string{"--channels=" + channelsDir}, args...)
+	}
+	args = append(args, p.args...)
+	binary, dir, kubeconfig := orDefault(p.binary, managerBinary), orDefault(p.dir, repoRoot), orDefault(p.kubeconfig, managerKubeconfig)
+	_, _ = fmt.Fprintf(logFile, "===== %s: starting %s %s\n", time.Now().Format(time.RFC3339), binary, strings.Join(args, " "))
 
-	cmd := exec.Command(managerBinary, args...)
-	cmd.Dir = repoRoot
-	cmd.Env = append(withoutEnv(os.Environ(), "KUBECONFIG"), "KUBECONFIG="+managerKubeconfig)
+	cmd := exec.Command(binary, args...)
+	cmd.Dir = dir
+	cmd.Env = append(withoutEnv(os.Environ(), "KUBECONFIG"), "KUBECONFIG="+kubeconfig)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = childProcAttr()
 	if err := cmd.Start(); err != nil {
@@ -229,6 +238,14 @@ func allManagers() []*managerProcess {
 	managersMu.Lock()
 	defer managersMu.Unlock()
 	return append([]*managerProcess(nil), managers...)
+}
+
+// orDefault returns s, or def when s is empty.
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 // withoutEnv returns env without the variable name.
