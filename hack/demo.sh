@@ -42,7 +42,18 @@ SA_NAME=kaddons-controller-manager
 INSTALL_KINDS="Namespace CustomResourceDefinition ServiceAccount Role ClusterRole RoleBinding ClusterRoleBinding"
 TIMEOUT=${DEMO_TIMEOUT:-300}
 
-step() { printf '==> %s\n' "$*"; }
+# step ends the step in progress, printing how long it took, and starts the next.
+STEP_START=""
+step() {
+  end_step
+  STEP_START=${SECONDS}
+  printf '==> %s\n' "$*"
+}
+# end_step prints how long the step in progress took.
+end_step() {
+  [[ -n ${STEP_START} ]] && printf '    (took %ds)\n' $((SECONDS - STEP_START))
+  STEP_START=""
+}
 info() { printf '    %s\n' "$*"; }
 die() { printf 'demo: error: %s\n' "$*" >&2; exit 1; }
 
@@ -335,7 +346,8 @@ cmd_up() {
   step "Their workloads"
   kc get deploy,ds,svc -A -l app.kubernetes.io/managed-by=kaddons
 
-  step "Demo ready in $((SECONDS - start))s"
+  end_step
+  printf '==> %s\n' "Demo ready in $((SECONDS - start))s"
   cat <<EOF
     Look around as the cluster admin:
       $(cluster env)
@@ -358,7 +370,8 @@ cmd_down() {
   step "Stopping the local cluster and deleting its state"
   cluster down --wipe
   rm -f "${SA_KUBECONFIG}" "${LOG_FILE}" "${LOG_FILE}.1" "${DEMO_DIR}/build.log"
-  step "Demo stopped"
+  end_step
+  printf '==> %s\n' "Demo stopped"
 }
 
 main() {

@@ -39,6 +39,49 @@ KWOK_VERSION=$(module_version kwok sigs.k8s.io/kwok)
 TOOLCHAIN_ID="k8s-${K8S_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}"
 DEST=${ROOT}/bin/k8s/${TOOLCHAIN_ID}
 CACHE=${KADDONS_TOOLCHAIN_CACHE:-${XDG_CACHE_HOME:-${HOME}/.cache}/kaddons/toolchain}/${TOOLCHAIN_ID}
+# How long each component took to compile the last time, on this machine (any toolchain
+# id): the estimates of the progress lines.
+DURATIONS=${CACHE%/*}/durations
+# Seconds between two progress lines while a component compiles.
+PROGRESS_INTERVAL=${KADDONS_TOOLCHAIN_PROGRESS_INTERVAL:-30}
+
+# fmt_duration prints $1 seconds as 4m05s, or 42s.
+fmt_duration() {
+  if (($1 >= 60)); then printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); else printf '%ds' "$1"; fi
+}
+
+# last_duration prints the seconds the last compilation of component $1 took (nothing if
+# there was none).
+last_duration() {
+  [[ -f ${DURATIONS} ]] || return 0
+  awk -v n="$1" '$1 == n && $2 ~ /^[0-9]+$/ { d = $2 } END { if (d != "") print d }' "${DURATIONS}"
+}
+
+# record_duration remembers that component $1 compiled in $2 seconds.
+record_duration() {
+  local tmp
+  mkdir -p "${DURATIONS%/*}"
+  tmp=$(mktemp "${DURATIONS}.XXXXXX")
+  { if [[ -f ${DURATIONS} ]]; then awk -v n="$1" '$1 != n' "${DURATIONS}"; fi; echo "$1 $2"; } >"${tmp}"
+  mv "${tmp}" "${DURATIONS}"
+}
+
+# progress prints, every PROGRESS_INTERVAL seconds until it is killed, how long component
+# $1 has been compiling since $2 (epoch seconds), against the last build's $3 seconds.
+progress() {
+  local name=$1 start=$2 last=$3 elapsed estimate
+  while sleep "${PROGRESS_INTERVAL}"; do
+    elapsed=$(($(date +%s) - start))
+    if [[ -z ${last} ]]; then
+      estimate="no earlier build on this machine to compare with"
+    elif ((elapsed < last)); then
+      estimate="the last build took $(fmt_duration "${last}"): about $(fmt_duration $((last - elapsed))) left"
+    else
+      estimate="longer than the last build ($(fmt_duration "${last}"))"
+    fi
+    log "still compiling ${name}: $(fmt_duration "${elapsed}") so far; ${estimate}"
+  done
+}
 
 # build_component compiles one component into the cache folder.
 build_component() {
@@ -60,12 +103,43 @@ build_component() {
     kwok) module=kwok; pkg=sigs.k8s.io/kwok/cmd/kwok ;;
     *) die "unknown component ${name} (known: ${ALL_COMPONENTS[*]} ${OPTIONAL_COMPONENTS[*]})" ;;
   esac
-  log "building ${name} from ${pkg} (this compiles from source and can take minutes)"
-  local start=${SECONDS}
+  local last start ticker rc=0
+  last=$(last_duration "${name}")
+  if [[ -n ${last} ]]; then
+    log "compiling ${name} from ${pkg}; the last build on this machine took $(fmt_duration "${last}")"
+  else
+    log "compiling ${name} from ${pkg} (this compiles from source and can take minutes)"
+  fi
+  start=$(date +%s)
+  progress "${name}" "${start}" "${last}" &
+  ticker=$!
   (cd "${TOOLS}/${module}" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w ${ldflags}" \
-    -o "${CACHE}/${name}.tmp" "${pkg}")
+    -o "${CACHE}/${name}.tmp" "${pkg}") || rc=$?
+  kill "${ticker}" 2>/dev/null || true
+  wait "${ticker}" 2>/dev/null || true
+  ((rc == 0)) || die "compiling ${name} failed (exit ${rc})"
   mv "${CACHE}/${name}.tmp" "${CACHE}/${name}"
-  log "built ${name} in $((SECONDS - start))s"
+  record_duration "${name}" $(($(date +%s) - start))
+  log "built ${name} in $(fmt_duration $(($(date +%s) - start)))"
+}
+
+# plan prints which of the components $@ need compiling, and how long they took last time.
+plan() {
+  local name last todo=() total=0 unknown=()
+  for name in "$@"; do
+    [[ -x "${DEST}/${name}" || -x "${CACHE}/${name}" ]] && continue
+    todo+=("${name}")
+    last=$(last_duration "${name}")
+    if [[ -n ${last} ]]; then total=$((total + last)); else unknown+=("${name}"); fi
+  done
+  [[ ${#todo[@]} -gt 0 ]] || return 0
+  local estimate="the last builds on this machine took $(fmt_duration "${total}") in all"
+  if [[ ${#unknown[@]} -eq ${#todo[@]} ]]; then
+    estimate="no earlier build on this machine: expect minutes each"
+  elif [[ ${#unknown[@]} -gt 0 ]]; then
+    estimate+=", plus ${unknown[*]} never built here"
+  fi
+  log "${#todo[@]} component(s) to compile: ${todo[*]} (${estimate})"
 }
 
 # install_stages copies the stage configs that kwok's module ships (node/fast,
@@ -87,6 +161,7 @@ cmd_build() {
   local components=("$@")
   [[ ${#components[@]} -gt 0 ]] || components=("${ALL_COMPONENTS[@]}")
   mkdir -p "${CACHE}" "${DEST}"
+  plan "${components[@]}"
   for name in "${components[@]}"; do
     if [[ -x "${DEST}/${name}" ]]; then
       continue
