@@ -70,12 +70,17 @@ func AdoptedConfig(ctx context.Context, req InputRequest, want ExistingConfig) (
 	key := client.ObjectKey{Namespace: req.TargetNamespace, Name: want.ConfigMap}
 	ref := addonsv1alpha1.ObjectReference{Version: "v1", Kind: "ConfigMap", Namespace: key.Namespace, Name: key.Name}
 	status := req.Addon.GetAddonStatus()
+	adopted := slices.ContainsFunc(status.Adopted, func(a addonsv1alpha1.AdoptedObject) bool {
+		return sameObject(a.ObjectReference, ref)
+	})
+	if !adopted && req.Addon.GetAddonSpec().Adopt != addonsv1alpha1.AdoptIfUnmanaged {
+		// Nothing to take over: the package's file applies, and nothing is read.
+		return Config{}, nil
+	}
 	cm := &corev1.ConfigMap{}
 	cacheErr := req.Cache.Get(ctx, key, cm)
 	switch {
-	case cacheErr == nil && slices.ContainsFunc(status.Adopted, func(a addonsv1alpha1.AdoptedObject) bool {
-		return sameObject(a.ObjectReference, ref)
-	}):
+	case cacheErr == nil && adopted:
 		value, ok := cm.Annotations[AnnotationAdoptedConfig]
 		if !ok {
 			value = cm.Data[want.Key]
@@ -86,7 +91,8 @@ func AdoptedConfig(ctx context.Context, req InputRequest, want ExistingConfig) (
 		return Config{}, nil
 	case !apierrors.IsNotFound(cacheErr):
 		return Config{}, fmt.Errorf("reading %s: %w", ref, cacheErr)
-	case req.Addon.GetAddonSpec().Adopt != addonsv1alpha1.AdoptIfUnmanaged:
+	case adopted:
+		// Adopted before, gone now: the package's file applies again.
 		return Config{}, nil
 	}
 	if err := req.API.Get(ctx, key, cm); apierrors.IsNotFound(err) {
