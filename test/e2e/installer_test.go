@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,6 +51,8 @@ func freshCluster(t *testing.T, name string) (func(stdin string, args ...string)
 		if t.Failed() {
 			out, _ := script("logs").CombinedOutput()
 			t.Logf("logs of the cluster %s:\n%s", name, out)
+			// Last, so that it ends the output: what the cluster made of the objects.
+			t.Logf("state of the cluster %s:\n%s", name, clusterState(filepath.Join(dir, "kubeconfig")))
 		}
 		if os.Getenv("KADDONS_E2E_KEEP") != "" {
 			t.Logf("KADDONS_E2E_KEEP is set: the cluster %s keeps running (LOCAL_CLUSTER_DIR=%s)", name, dir)
@@ -77,6 +80,26 @@ func freshCluster(t *testing.T, name string) (func(stdin string, args ...string)
 		return output(cmd)
 	}
 	return kc, c
+}
+
+// clusterState describes the nodes and what runs in the operator's namespace, with the
+// cluster's recent events, for the log of a failed test.
+func clusterState(kubeconfig string) string {
+	var b strings.Builder
+	for _, args := range [][]string{
+		{"get", "nodes", "-o", "wide"},
+		{"get", "deployments,replicasets,pods,poddisruptionbudgets", "-n", operatorNamespace, "-o", "wide"},
+		{"describe", "deployment", "-n", operatorNamespace},
+		{"describe", "pods", "-n", operatorNamespace},
+		{"get", "events", "-A", "--sort-by=.lastTimestamp"},
+	} {
+		out, err := exec.Command(kubectlPath, append([]string{"--kubeconfig=" + kubeconfig}, args...)...).CombinedOutput()
+		fmt.Fprintf(&b, "$ kubectl %s\n%s", strings.Join(args, " "), out)
+		if err != nil {
+			fmt.Fprintf(&b, "(%v)\n", err)
+		}
+	}
+	return b.String()
 }
 
 // TestInstaller applies the installer (make build-installer IMG=...) with kubectl to a
