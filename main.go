@@ -299,7 +299,7 @@ func run(f flags, cfg *config.Configuration, logLevel string, setLevel func(conf
 		return err
 	}
 	live := &controllers.OperatorConfigReconciler{Client: mgr.GetClient(), File: cfg.Runtime, Settings: opts.Settings,
-		Source: source, Kinds: addonKinds(), SetLogLevel: setLevel}
+		Source: source, Kinds: addonKinds(), SetLogLevel: setLevel, OperatorNamespace: policyNamespace}
 	if err := live.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the operatorconfig controller: %w", err)
 	}
@@ -314,7 +314,8 @@ func run(f flags, cfg *config.Configuration, logLevel string, setLevel func(conf
 		"config", f.configFile, "channels", source.Name(),
 		"defaultChannel", cfg.Runtime.DefaultChannel, "registryMirror", cfg.Runtime.RegistryMirror,
 		"pausedKinds", cfg.Runtime.PausedKinds, "resyncInterval", cfg.Runtime.ResyncInterval.String(),
-		"logLevel", logLevel, "policyNamespace", policyNamespace, "concurrency", m.Concurrency.Default, "concurrencyPerKind", m.Concurrency.PerKind,
+		"logLevel", logLevel, "policyNamespace", policyNamespace,
+		"trustedNamespaces", cfg.Runtime.Trusted(policyNamespace), "defaultServiceAccountName", cfg.Runtime.DefaultServiceAccountName, "concurrency", m.Concurrency.Default, "concurrencyPerKind", m.Concurrency.PerKind,
 		"leaderElection", le.Enabled, "cacheSyncPeriod", m.CacheSyncPeriod.String())
 	return mgr.Start(ctrl.SetupSignalHandler())
 }

@@ -41,6 +41,9 @@ type OperatorConfigReconciler struct {
 	Kinds []string
 	// SetLogLevel, if set, changes the operator's log level.
 	SetLogLevel func(config.LogLevel)
+	// OperatorNamespace is the operator's own namespace, trusted (with kube-system) when
+	// the configuration names no trusted namespaces.
+	OperatorNamespace string
 
 	mu sync.Mutex
 	// inForce is the Runtime last put in force.
@@ -107,6 +110,10 @@ func (r *OperatorConfigReconciler) putInForce(rt config.Runtime) {
 		RegistryMirror: rt.RegistryMirror,
 		PausedKinds:    rt.PausedKinds,
 		ResyncInterval: rt.ResyncInterval,
+		Tenancy: &engine.Tenancy{
+			TrustedNamespaces:         rt.Trusted(r.OperatorNamespace),
+			DefaultServiceAccountName: rt.DefaultServiceAccountName,
+		},
 	})
 	if r.SetLogLevel != nil {
 		r.SetLogLevel(rt.LogLevel)
@@ -123,5 +130,8 @@ func (r *OperatorConfigReconciler) effective() *configv1alpha1.EffectiveSettings
 		PausedAddonKinds: slices.Clone(r.inForce.PausedKinds),
 		LogLevel:         string(r.inForce.LogLevel),
 		ResyncInterval:   metav1.Duration{Duration: r.inForce.ResyncInterval},
+
+		TrustedNamespaces:         r.inForce.Trusted(r.OperatorNamespace),
+		DefaultServiceAccountName: r.inForce.DefaultServiceAccountName,
 	}
 }

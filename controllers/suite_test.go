@@ -48,8 +48,11 @@ var (
 	settings = engine.NewSettingsStore(engine.Settings{})
 	// policyNamespace is where the suite's AddonPolicies count.
 	policyNamespace = "kaddons-system"
-	// fileSettings stand for the configuration file's runtime settings.
-	fileSettings = config.Runtime{DefaultChannel: channels.DefaultChannel, LogLevel: config.LogLevelInfo}
+	// fileSettings stand for the configuration file's runtime settings. Every namespace is
+	// trusted, as each test runs in a namespace of its own; the tenancy tests narrow the
+	// trusted set through an OperatorConfig.
+	fileSettings = config.Runtime{DefaultChannel: channels.DefaultChannel, LogLevel: config.LogLevelInfo,
+		TrustedNamespaces: []string{config.TrustAllNamespaces}}
 )
 
 func init() {

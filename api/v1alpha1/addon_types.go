@@ -137,6 +137,18 @@ type AddonSpec struct {
 	// +optional
 	TargetNamespace string `json:"targetNamespace,omitempty"`
 
+	// serviceAccountName is a ServiceAccount in this resource's namespace that kaddons
+	// impersonates to apply, prune and delete the add-on's objects, so the API server's
+	// RBAC decides what the add-on may touch, as for its author. Add-ons in namespaces the
+	// operator does not trust (runtime.tenancy.trustedNamespaces: kube-system and the
+	// operator's namespace unless configured) are always applied as a ServiceAccount:
+	// this one, else the configuration's defaultServiceAccountName; with neither they are
+	// refused. In a trusted namespace an unset name means the operator's own identity.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +optional
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+
 	// suspend stops all applying and pruning for this add-on while true, like the
 	// addons.kaddons.dev/paused annotation. What runs keeps running.
 	// +optional

@@ -71,6 +71,11 @@ const (
 	// ReasonNotPermitted means no AddonPolicy permits the add-on in its namespace, at its
 	// version or channel, or with its patches. The message names the rule it broke.
 	ReasonNotPermitted = "NotPermitted"
+	// ReasonForbidden means the API server's RBAC refused a write of the add-on's
+	// ServiceAccount (spec.serviceAccountName, or the default one outside the trusted
+	// namespaces). The message names each verb and object; nothing was written. kaddons
+	// looks again every minute, so a permission an admin grants is picked up.
+	ReasonForbidden = "Forbidden"
 	// ReasonHealthCheckFailed means the health of the children could not be read.
 	ReasonHealthCheckFailed = "HealthCheckFailed"
 )

@@ -10,6 +10,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Defaults of the settings. The manager's command-line flags use the same values, so a
@@ -125,6 +127,35 @@ type Runtime struct {
 	ResyncInterval time.Duration
 	// LogLevel is the least severe level that is logged.
 	LogLevel LogLevel
+	// TrustedNamespaces lists the namespaces whose add-ons are applied with the operator's
+	// own identity. Nil means DefaultTrustedNamespaces; empty trusts no namespace;
+	// TrustAllNamespaces trusts every namespace.
+	TrustedNamespaces []string
+	// DefaultServiceAccountName is impersonated for add-ons outside the trusted namespaces
+	// that name no ServiceAccount; empty refuses them.
+	DefaultServiceAccountName string
+}
+
+// TrustAllNamespaces, as the only trusted namespace, trusts every namespace: for clusters
+// where only cluster admins create add-ons.
+const TrustAllNamespaces = "*"
+
+// DefaultTrustedNamespaces returns the namespaces trusted when the configuration names
+// none: kube-system and the operator's own namespace.
+func DefaultTrustedNamespaces(operatorNamespace string) []string {
+	if operatorNamespace == "" || operatorNamespace == metav1.NamespaceSystem {
+		return []string{metav1.NamespaceSystem}
+	}
+	return []string{metav1.NamespaceSystem, operatorNamespace}
+}
+
+// Trusted returns the namespaces whose add-ons are applied with the operator's own
+// identity: TrustedNamespaces, or DefaultTrustedNamespaces when it is nil.
+func (r *Runtime) Trusted(operatorNamespace string) []string {
+	if r.TrustedNamespaces == nil {
+		return DefaultTrustedNamespaces(operatorNamespace)
+	}
+	return slices.Clone(r.TrustedNamespaces)
 }
 
 // LogLevel is the least severe level that is logged.
@@ -181,5 +212,6 @@ func (r *Runtime) DeepCopy() *Runtime {
 	}
 	out := *r
 	out.PausedKinds = slices.Clone(r.PausedKinds)
+	out.TrustedNamespaces = slices.Clone(r.TrustedNamespaces)
 	return &out
 }

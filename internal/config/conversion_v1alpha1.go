@@ -44,6 +44,9 @@ func FromV1alpha1(in *configv1alpha1.OperatorConfiguration) *Configuration {
 			PausedKinds:    slices.Clone(in.PausedAddonKinds),
 			ResyncInterval: in.ResyncInterval.Duration,
 			LogLevel:       LogLevel(in.LogLevel),
+
+			TrustedNamespaces:         slices.Clone(in.TrustedNamespaces),
+			DefaultServiceAccountName: in.DefaultServiceAccountName,
 		},
 	}
 }
@@ -81,6 +84,9 @@ func ToV1alpha1(in *Configuration) *configv1alpha1.OperatorConfiguration {
 		PausedAddonKinds: slices.Clone(in.Runtime.PausedKinds),
 		ResyncInterval:   metav1.Duration{Duration: in.Runtime.ResyncInterval},
 		LogLevel:         configv1alpha1.LogLevel(in.Runtime.LogLevel),
+
+		TrustedNamespaces:         slices.Clone(in.Runtime.TrustedNamespaces),
+		DefaultServiceAccountName: in.Runtime.DefaultServiceAccountName,
 	}
 }
 
@@ -102,6 +108,8 @@ var v1alpha1Paths = pathRenames{
 	{"runtime.pausedKinds", "pausedAddonKinds"},
 	{"runtime.resyncInterval", "resyncInterval"},
 	{"runtime.logLevel", "logLevel"},
+	{"runtime.tenancy.trustedNamespaces", "trustedNamespaces"},
+	{"runtime.tenancy.defaultServiceAccountName", "defaultServiceAccountName"},
 }
 
 // clonePtr returns a pointer to a copy of *p, or nil.

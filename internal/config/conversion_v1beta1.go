@@ -45,6 +45,9 @@ func FromV1beta1(in *configv1beta1.OperatorConfiguration) *Configuration {
 			PausedKinds:    slices.Clone(in.Runtime.PausedKinds),
 			ResyncInterval: in.Runtime.ResyncInterval.Duration,
 			LogLevel:       LogLevel(in.Runtime.LogLevel),
+
+			TrustedNamespaces:         slices.Clone(in.Runtime.Tenancy.TrustedNamespaces),
+			DefaultServiceAccountName: in.Runtime.Tenancy.DefaultServiceAccountName,
 		},
 	}
 }
@@ -85,6 +88,10 @@ func ToV1beta1(in *Configuration) *configv1beta1.OperatorConfiguration {
 			PausedKinds:    slices.Clone(in.Runtime.PausedKinds),
 			ResyncInterval: metav1.Duration{Duration: in.Runtime.ResyncInterval},
 			LogLevel:       configv1beta1.LogLevel(in.Runtime.LogLevel),
+			Tenancy: configv1beta1.Tenancy{
+				TrustedNamespaces:         slices.Clone(in.Runtime.TrustedNamespaces),
+				DefaultServiceAccountName: in.Runtime.DefaultServiceAccountName,
+			},
 		},
 	}
 }

@@ -13,6 +13,8 @@ import (
 var livePaths = strings.NewReplacer(
 	"spec.imageRegistry.mirror", "spec.registryMirror",
 	"spec.pausedKinds", "spec.pausedAddonKinds",
+	"spec.tenancy.trustedNamespaces", "spec.trustedNamespaces",
+	"spec.tenancy.defaultServiceAccountName", "spec.defaultServiceAccountName",
 )
 
 // MergeLive lays the settings an OperatorConfig's spec sets over base, the configuration
@@ -34,6 +36,12 @@ func MergeLive(base Runtime, spec configv1alpha1.OperatorConfigSpec, kinds, chan
 	}
 	if spec.ResyncInterval != nil {
 		merged.ResyncInterval = spec.ResyncInterval.Duration
+	}
+	if spec.TrustedNamespaces != nil {
+		merged.TrustedNamespaces = slices.Clone(spec.TrustedNamespaces)
+	}
+	if spec.DefaultServiceAccountName != "" {
+		merged.DefaultServiceAccountName = spec.DefaultServiceAccountName
 	}
 
 	p := field.NewPath("spec")

@@ -203,6 +203,8 @@ func validateRuntime(r *Runtime, p *field.Path) field.ErrorList {
 		seen.Insert(kind)
 	}
 
+	errs = append(errs, validateTenancy(r, p.Child("tenancy"))...)
+
 	switch d := r.ResyncInterval; {
 	case d < 0:
 		errs = append(errs, field.Invalid(p.Child("resyncInterval"), d.String(), "must not be negative; 0 turns the resync off"))
@@ -220,4 +222,28 @@ func validateRuntime(r *Runtime, p *field.Path) field.ErrorList {
 // sortedKeys returns the keys of m in order, so that errors come in a stable order.
 func sortedKeys[V any](m map[string]V) []string {
 	return slices.Sorted(maps.Keys(m))
+}
+
+// validateTenancy checks that the trusted namespaces are namespace names, without
+// duplicates, and that the default ServiceAccount is a ServiceAccount name.
+func validateTenancy(r *Runtime, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	seen := sets.New[string]()
+	for i, ns := range r.TrustedNamespaces {
+		ip := p.Child("trustedNamespaces").Index(i)
+		switch {
+		case ns == TrustAllNamespaces && len(r.TrustedNamespaces) > 1:
+			errs = append(errs, field.Invalid(ip, ns, `"*" trusts every namespace and must be the only entry`))
+		case ns == TrustAllNamespaces:
+		case len(validation.IsDNS1123Label(ns)) > 0:
+			errs = append(errs, field.Invalid(ip, ns, `must be a namespace name, or "*" for every namespace`))
+		case seen.Has(ns):
+			errs = append(errs, field.Duplicate(ip, ns))
+		}
+		seen.Insert(ns)
+	}
+	if sa := r.DefaultServiceAccountName; sa != "" && len(validation.IsDNS1123Subdomain(sa)) > 0 {
+		errs = append(errs, field.Invalid(p.Child("defaultServiceAccountName"), sa, "must be a ServiceAccount name"))
+	}
+	return errs
 }

@@ -90,7 +90,7 @@ func (r *Reconciler) apply(ctx context.Context, st *reconcileState) outcome {
 		req.recreateOnImmutable = up.RecreateOnImmutable
 	}
 	req.adopt = st.addon.GetAddonSpec().Adopt == addonsv1alpha1.AdoptIfUnmanaged
-	res, err := r.applier.apply(ctx, req)
+	res, err := r.actingAs(st).applier.apply(ctx, req)
 	st.applied = res
 	if res.inventory != nil {
 		status.Inventory = res.inventory
@@ -130,8 +130,16 @@ func (r *Reconciler) withOwnerReferences(addon addonsv1alpha1.Addon, objects *Ob
 // manager, followed by an inventory-based prune. It replaces KDP's appliers, which apply
 // client-side or prune by label selector (see docs/architecture.md).
 type applier struct {
+	// cache reads through the manager's shared, label-filtered cache.
+	cache client.Reader
+	// client writes, and reader reads past the cache, as the add-on's identity.
 	client client.Client
 	reader client.Reader
+	// checkAccess asks the API server whether every write is allowed before making any
+	// (impersonated appliers).
+	checkAccess bool
+	// as names the identity in messages.
+	as string
 }
 
 // applyRequest is what one apply works on.
@@ -210,6 +218,15 @@ func (a *applier) apply(ctx context.Context, req applyRequest) (applyResult, err
 			return skip[ref] || (req.only != nil && !req.only[ref])
 		})
 	}
+	if a.checkAccess {
+		var writes []*unstructured.Unstructured
+		for s := range stages {
+			writes = append(writes, stages[s]...)
+		}
+		if err := a.checkWrites(ctx, a.as, writes, own.live, staleObjects(req.previous, desired)); err != nil {
+			return res, err
+		}
+	}
 	w := &stageWriter{applier: a, req: req, live: own.live, res: &res}
 	for s := stageCRDs; s <= stageAPIEndpoints; s++ {
 		err := w.applyStage(ctx, stages[s])
@@ -277,7 +294,7 @@ func (a *applier) handedOver(ctx context.Context, req applyRequest) (ownership, 
 		exists := false
 		cached := &unstructured.Unstructured{}
 		cached.SetGroupVersionKind(ref.GroupVersionKind())
-		err := a.client.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, cached)
+		err := a.cache.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, cached)
 		switch {
 		case err == nil:
 			exists = true
@@ -460,6 +477,8 @@ var applyFailures = []struct {
 	// Nothing was written; the objects may go away or spec.adopt may change. The add-on
 	// stalls (a human decides) and looks again after adoptionRetry.
 	{is: errorIs[*adoptionError], class: classStalled, reason: addonsv1alpha1.ReasonAdoptionRequired, retryAfter: adoptionRetry},
+	// The add-on's ServiceAccount lacks a permission; an admin may grant it.
+	{is: isForbidden, class: classStalled, reason: addonsv1alpha1.ReasonForbidden, retryAfter: forbiddenRetry},
 }
 
 // adoptionRetry is how often an add-on waiting for adoption looks at the cluster again.
@@ -491,7 +510,7 @@ func applyOutcome(err error) outcome {
 func (a *applier) ignored(ctx context.Context, ref addonsv1alpha1.ObjectReference) bool {
 	live := &unstructured.Unstructured{}
 	live.SetGroupVersionKind(ref.GroupVersionKind())
-	if err := a.client.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, live); err != nil {
+	if err := a.cache.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, live); err != nil {
 		return false
 	}
 	return live.GetAnnotations()[addonsv1alpha1.AnnotationMode] == addonsv1alpha1.ModeIgnore
@@ -582,7 +601,7 @@ const bindingRetryTimeout = 10 * time.Second
 func (w *stageWriter) release(ctx context.Context, u *unstructured.Unstructured, paths [][]string) error {
 	live := &unstructured.Unstructured{}
 	live.SetGroupVersionKind(u.GroupVersionKind())
-	if err := w.client.Get(ctx, types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}, live); err != nil {
+	if err := w.cache.Get(ctx, types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}, live); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	held := only(live, paths)

@@ -51,15 +51,22 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, obj addonsv1alpha1.Add
 	}
 	owner := types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}
 	inventory := obj.GetAddonStatus().Inventory
-	var err error
-	if obj.GetAddonSpec().DeletionPolicy == addonsv1alpha1.DeletionPolicyOrphan {
-		err = r.orphan(ctx, obj, inventory)
-	} else {
+	// Children are deleted with the identity that created them: a ServiceAccount of the
+	// add-on's namespace outside the trusted namespaces.
+	id, refusal, err := r.identityFor(obj, r.opts.Settings.Load().Tenancy)
+	if err == nil && refusal != "" && len(inventory) > 0 {
+		err = errors.New(refusal)
+	}
+	switch {
+	case err != nil:
+	case obj.GetAddonSpec().DeletionPolicy == addonsv1alpha1.DeletionPolicyOrphan:
+		err = r.orphan(ctx, obj, inventory, id)
+	case len(inventory) > 0:
 		toDelete := slices.DeleteFunc(slices.Clone(inventory), func(ref addonsv1alpha1.ObjectReference) bool {
 			return r.applier.ignored(ctx, ref)
 		})
 		var held []heldObject
-		held, err = deleteInStages(ctx, r.client, r.reader, toDelete, r.gvk.Kind, owner)
+		held, err = deleteInStages(ctx, id.applier.client, id.live, toDelete, r.gvk.Kind, owner)
 		if err == nil && len(held) > 0 {
 			original := obj.DeepCopyObject().(addonsv1alpha1.Addon)
 			msg := heldMessage(held)
@@ -70,9 +77,20 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, obj addonsv1alpha1.Add
 			return ctrl.Result{RequeueAfter: deletionRecheck}, r.patchStatus(ctx, original, obj)
 		}
 	}
+	if err != nil && isForbidden(err) && r.namespaceGoing(ctx, obj.GetNamespace()) {
+		// The namespace, its ServiceAccount and their RoleBindings are going: what the
+		// ServiceAccount may no longer delete in it goes with it. Anything it had created
+		// elsewhere stays, and the event says so.
+		r.event(obj, corev1.EventTypeWarning, EventDeletionBlocked, "Delete",
+			"Namespace %s is being deleted and %s may no longer delete the children; leaving them: %v", obj.GetNamespace(), id.describe(), err)
+		err = nil
+	}
 	if err != nil {
 		original := obj.DeepCopyObject().(addonsv1alpha1.Addon)
 		markDeleting(obj.GetAddonStatus(), obj.GetGeneration(), "deleting children: "+err.Error())
+		if isForbidden(err) {
+			return ctrl.Result{RequeueAfter: forbiddenRetry}, r.patchStatus(ctx, original, obj)
+		}
 		return ctrl.Result{}, errors.Join(err, r.patchStatus(ctx, original, obj))
 	}
 	if err := r.removeFinalizer(ctx, obj); err != nil {
@@ -179,13 +197,13 @@ func heldMessage(held []heldObject) string {
 
 // orphan hands the children over: it removes kaddons' instance labels and the owner
 // reference to obj from each of them, and leaves them running.
-func (r *Reconciler) orphan(ctx context.Context, obj addonsv1alpha1.Addon, inventory []addonsv1alpha1.ObjectReference) error {
+func (r *Reconciler) orphan(ctx context.Context, obj addonsv1alpha1.Addon, inventory []addonsv1alpha1.ObjectReference, id identity) error {
 	owner := types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}
 	var errs []error
 	for _, ref := range inventory {
 		live := &unstructured.Unstructured{}
 		live.SetGroupVersionKind(ref.GroupVersionKind())
-		err := r.reader.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, live)
+		err := id.live.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, live)
 		if apierrors.IsNotFound(err) {
 			continue
 		}
@@ -204,7 +222,7 @@ func (r *Reconciler) orphan(ctx context.Context, obj addonsv1alpha1.Addon, inven
 		live.SetLabels(labels)
 		refs := slices.DeleteFunc(live.GetOwnerReferences(), func(o metav1.OwnerReference) bool { return o.UID == obj.GetUID() })
 		live.SetOwnerReferences(refs)
-		if err := r.client.Patch(ctx, live, client.MergeFrom(base), client.FieldOwner(FieldManager)); err != nil && !apierrors.IsNotFound(err) {
+		if err := id.applier.client.Patch(ctx, live, client.MergeFrom(base), client.FieldOwner(FieldManager)); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("orphaning %s: %w", ref, err))
 		}
 	}
@@ -213,4 +231,13 @@ func (r *Reconciler) orphan(ctx context.Context, obj addonsv1alpha1.Addon, inven
 	}
 	r.event(obj, corev1.EventTypeNormal, EventOrphaned, "Delete", "Left %d objects running without kaddons labels or owner references", len(inventory))
 	return nil
+}
+
+// namespaceGoing reports whether namespace is being deleted (or is gone).
+func (r *Reconciler) namespaceGoing(ctx context.Context, namespace string) bool {
+	ns := &corev1.Namespace{}
+	if err := r.reader.Get(ctx, types.NamespacedName{Name: namespace}, ns); err != nil {
+		return apierrors.IsNotFound(err)
+	}
+	return !ns.DeletionTimestamp.IsZero()
 }

@@ -127,6 +127,9 @@ type Clients struct {
 	Mapper meta.RESTMapper
 	// Recorder records events on add-ons.
 	Recorder events.EventRecorder
+	// Impersonator acts as the ServiceAccounts of add-ons outside the trusted namespaces.
+	// Nil refuses such add-ons.
+	Impersonator *Impersonator
 }
 
 // Reconciler reconciles one add-on kind through the shared phases.
@@ -144,6 +147,8 @@ type Reconciler struct {
 	renders  renderCache
 	written  statusCache
 	applier  *applier
+	// impersonator builds the clients of add-ons applied as a ServiceAccount.
+	impersonator *Impersonator
 }
 
 // New builds the reconciler of def on mgr's clients without registering any watch, so
@@ -155,7 +160,8 @@ func New(mgr ctrl.Manager, def Definition, opts Options) (*Reconciler, error) {
 	}
 	return NewWithClients(def, opts, Clients{
 		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
-		Recorder: mgr.GetEventRecorder("kaddons-" + strings.ToLower(gvk.Kind)),
+		Recorder:     mgr.GetEventRecorder("kaddons-" + strings.ToLower(gvk.Kind)),
+		Impersonator: NewImpersonator(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetScheme(), mgr.GetRESTMapper()),
 	})
 }
 
@@ -170,17 +176,18 @@ func NewWithClients(def Definition, opts Options, c Clients) (*Reconciler, error
 		return nil, fmt.Errorf("add-on prototype %T is not registered: %w", def.Prototype, err)
 	}
 	return &Reconciler{
-		def:      def,
-		gvk:      gvk,
-		name:     strings.ToLower(gvk.Kind),
-		client:   c.Client,
-		reader:   c.Reader,
-		scheme:   c.Scheme,
-		mapper:   c.Mapper,
-		source:   opts.Source,
-		recorder: c.Recorder,
-		opts:     opts,
-		applier:  &applier{client: c.Client, reader: c.Reader},
+		def:          def,
+		gvk:          gvk,
+		name:         strings.ToLower(gvk.Kind),
+		client:       c.Client,
+		reader:       c.Reader,
+		scheme:       c.Scheme,
+		mapper:       c.Mapper,
+		source:       opts.Source,
+		recorder:     c.Recorder,
+		opts:         opts,
+		applier:      &applier{cache: c.Client, client: c.Client, reader: c.Reader, as: "the operator"},
+		impersonator: c.Impersonator,
 	}, nil
 }
 
@@ -202,6 +209,8 @@ type reconcileState struct {
 	plan planResult
 	// applied is what apply did; empty when it did not run.
 	applied applyResult
+	// identity is whom the reconcile acts as on the children, set by impersonate.
+	identity identity
 }
 
 // phase is one named step of a reconcile.
@@ -212,13 +221,14 @@ type phase struct {
 
 // Phase names, in reconcile order.
 const (
-	phaseGate    = "gate"
-	phaseResolve = "resolve"
-	phasePermit  = "permit"
-	phaseRender  = "render"
-	phasePlan    = "plan"
-	phaseApply   = "apply"
-	phaseHealth  = "health"
+	phaseGate        = "gate"
+	phaseResolve     = "resolve"
+	phasePermit      = "permit"
+	phaseImpersonate = "impersonate"
+	phaseRender      = "render"
+	phasePlan        = "plan"
+	phaseApply       = "apply"
+	phaseHealth      = "health"
 )
 
 // phases lists the reconcile steps in order. Render runs the slice of it from resolve
@@ -228,6 +238,7 @@ func (r *Reconciler) phases() []phase {
 		{name: phaseGate, run: r.gate},
 		{name: phaseResolve, run: r.resolve},
 		{name: phasePermit, run: r.permit},
+		{name: phaseImpersonate, run: r.impersonate},
 		{name: phaseRender, run: r.render},
 		{name: phasePlan, run: r.plan},
 		{name: phaseApply, run: r.apply},

@@ -15,6 +15,10 @@ type PermitRequest struct {
 	Channel string
 	// Version is the package version it resolved to.
 	Version string
+	// Trusted is true when the add-on's namespace is one the operator trusts
+	// (Settings.Tenancy): its add-ons are applied with the operator's own identity unless
+	// they name a ServiceAccount.
+	Trusted bool
 }
 
 // PermitFunc decides whether an add-on may be applied. It returns a message naming the
@@ -29,7 +33,8 @@ func (r *Reconciler) permit(ctx context.Context, st *reconcileState) outcome {
 	if r.opts.Permit == nil {
 		return proceed()
 	}
-	refusal, err := r.opts.Permit(ctx, PermitRequest{Addon: st.addon, Channel: st.channel, Version: st.resolved.Version})
+	refusal, err := r.opts.Permit(ctx, PermitRequest{Addon: st.addon, Channel: st.channel, Version: st.resolved.Version,
+		Trusted: st.settings.Tenancy.Trusts(st.addon.GetNamespace())})
 	if err != nil {
 		out := failed(addonsv1alpha1.ReasonNotPermitted, fmt.Errorf("evaluating the add-on policies: %w", err))
 		out.message = err.Error()

@@ -104,7 +104,7 @@ func (r *Reconciler) render(ctx context.Context, st *reconcileState) outcome {
 	inputsKey := ""
 	if r.def.Inputs != nil {
 		value, err := r.def.Inputs(ctx, InputRequest{Addon: st.addon, Package: st.resolved, TargetNamespace: in.TargetNamespace,
-			Cache: r.client, API: r.reader})
+			Cache: r.client, API: r.actingAs(st).live})
 		if err != nil {
 			var wait *WaitError
 			if errors.As(err, &wait) {

@@ -31,6 +31,38 @@ type Settings struct {
 	// ResyncInterval re-runs every add-on's reconcile this often, on top of the events
 	// that trigger it. Zero turns it off.
 	ResyncInterval time.Duration
+	// Tenancy says which add-ons are applied as a ServiceAccount of their namespace. Nil
+	// applies every add-on with the operator's own identity, for tools that only render
+	// and for tests of other features; the manager always sets it.
+	Tenancy *Tenancy
+}
+
+// Tenancy says whose permissions apply an add-on's objects.
+type Tenancy struct {
+	// TrustedNamespaces are the namespaces whose add-ons are applied with the operator's
+	// own identity, unless they name a ServiceAccount.
+	TrustedNamespaces []string
+	// DefaultServiceAccountName is impersonated for add-ons outside TrustedNamespaces that
+	// name no ServiceAccount; empty refuses them.
+	DefaultServiceAccountName string
+}
+
+// TrustAll in TrustedNamespaces trusts every namespace: a single-tenant cluster's choice,
+// where only cluster admins may create add-ons.
+const TrustAll = "*"
+
+// Trusts reports whether add-ons in namespace are applied with the operator's identity
+// when they name no ServiceAccount. A nil Tenancy trusts every namespace.
+func (t *Tenancy) Trusts(namespace string) bool {
+	return t == nil || slices.Contains(t.TrustedNamespaces, namespace) || slices.Contains(t.TrustedNamespaces, TrustAll)
+}
+
+// clone returns a copy of t that shares no memory with it.
+func (t *Tenancy) clone() *Tenancy {
+	if t == nil {
+		return nil
+	}
+	return &Tenancy{TrustedNamespaces: slices.Clone(t.TrustedNamespaces), DefaultServiceAccountName: t.DefaultServiceAccountName}
 }
 
 // SettingsStore holds the current Settings. Each reconcile takes one snapshot, so a
@@ -64,6 +96,7 @@ func (s *SettingsStore) Load() Settings {
 // controller) is told, so that every add-on is reconciled with the new settings.
 func (s *SettingsStore) Store(settings Settings) {
 	settings.PausedKinds = slices.Clone(settings.PausedKinds)
+	settings.Tenancy = settings.Tenancy.clone()
 	previous := s.current.Swap(&settings)
 	if previous != nil && reflect.DeepEqual(*previous, settings) {
 		return

@@ -50,6 +50,23 @@ type OperatorConfigSpec struct {
 	// 0s turns it off.
 	// +optional
 	ResyncInterval *metav1.Duration `json:"resyncInterval,omitempty"`
+
+	// trustedNamespaces lists the namespaces whose add-ons are applied with the operator's
+	// own identity; add-ons elsewhere are applied as a ServiceAccount of their namespace.
+	// Unset keeps the configuration file's list; [] trusts no namespace; ["*"] trusts
+	// every namespace.
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?|\*)$`
+	// +optional
+	TrustedNamespaces []string `json:"trustedNamespaces,omitempty"`
+
+	// defaultServiceAccountName is the ServiceAccount impersonated for add-ons outside the
+	// trusted namespaces that set no spec.serviceAccountName.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	DefaultServiceAccountName string `json:"defaultServiceAccountName,omitempty"`
 }
 
 // EffectiveSettings are the settings in force: the configuration file merged with the
@@ -71,6 +88,15 @@ type EffectiveSettings struct {
 	// resyncInterval is how often every add-on is reconciled again; 0s means never.
 	// +optional
 	ResyncInterval metav1.Duration `json:"resyncInterval,omitempty"`
+	// trustedNamespaces are the namespaces whose add-ons are applied with the operator's
+	// own identity.
+	// +listType=atomic
+	// +optional
+	TrustedNamespaces []string `json:"trustedNamespaces,omitempty"`
+	// defaultServiceAccountName is impersonated for add-ons outside the trusted
+	// namespaces that name no ServiceAccount; empty means they are refused.
+	// +optional
+	DefaultServiceAccountName string `json:"defaultServiceAccountName,omitempty"`
 }
 
 // OperatorConfigStatus reports which settings are in force.

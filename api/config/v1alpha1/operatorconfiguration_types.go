@@ -63,6 +63,17 @@ type OperatorConfiguration struct {
 	// means info.
 	// +optional
 	LogLevel LogLevel `json:"logLevel,omitempty"`
+
+	// trustedNamespaces lists the namespaces whose add-ons are applied with the operator's
+	// own identity; add-ons elsewhere are applied as a ServiceAccount of their namespace.
+	// Unset means kube-system and the operator's own namespace; ["*"] trusts every one.
+	// +optional
+	TrustedNamespaces []string `json:"trustedNamespaces,omitempty"`
+
+	// defaultServiceAccountName is impersonated for add-ons outside the trusted namespaces
+	// that name no ServiceAccount. Unset means such add-ons are refused.
+	// +optional
+	DefaultServiceAccountName string `json:"defaultServiceAccountName,omitempty"`
 }
 
 // Metrics configures the metrics endpoint.

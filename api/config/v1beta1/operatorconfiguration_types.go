@@ -156,6 +156,28 @@ type Runtime struct {
 	// means info.
 	// +optional
 	LogLevel LogLevel `json:"logLevel,omitempty"`
+
+	// tenancy says which add-ons are applied with the operator's own identity and which
+	// as a ServiceAccount of their namespace.
+	// +optional
+	Tenancy Tenancy `json:"tenancy,omitzero"`
+}
+
+// Tenancy says whose permissions apply an add-on's objects.
+type Tenancy struct {
+	// trustedNamespaces lists the namespaces whose add-ons are applied with the operator's
+	// own identity (unless they name a spec.serviceAccountName). Add-ons anywhere else are
+	// applied by impersonating a ServiceAccount of their namespace. Unset means
+	// kube-system and the operator's own namespace; [] trusts no namespace; ["*"] trusts
+	// every namespace (only for clusters where just cluster admins create add-ons).
+	// +optional
+	TrustedNamespaces []string `json:"trustedNamespaces,omitempty"`
+
+	// defaultServiceAccountName is the ServiceAccount impersonated for add-ons outside the
+	// trusted namespaces that set no spec.serviceAccountName, as Flux's
+	// --default-service-account. Unset means such add-ons are refused.
+	// +optional
+	DefaultServiceAccountName string `json:"defaultServiceAccountName,omitempty"`
 }
 
 // ImageRegistry rewrites the images of the rendered packages.

@@ -1,0 +1,236 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/transport"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+)
+
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=impersonate
+
+// Impersonator builds clients that act as a ServiceAccount, so that the API server's
+// RBAC (its escalation checks on roles and bindings included) decides what an add-on
+// outside the trusted namespaces may write. The clients share the operator's connections;
+// each request carries the Impersonate-User header of the ServiceAccount, and the API
+// server adds the ServiceAccount's groups.
+type Impersonator struct {
+	base   http.RoundTripper
+	config *rest.Config
+	scheme *runtime.Scheme
+	mapper meta.RESTMapper
+
+	mu      sync.Mutex
+	clients map[types.NamespacedName]client.Client
+}
+
+// maxImpersonatedClients bounds the clients an Impersonator keeps; beyond it the cache
+// starts afresh (building a client costs no request).
+const maxImpersonatedClients = 512
+
+// NewImpersonator returns an Impersonator on cfg's server, sharing httpClient's
+// connections.
+func NewImpersonator(cfg *rest.Config, httpClient *http.Client, scheme *runtime.Scheme, mapper meta.RESTMapper) *Impersonator {
+	return &Impersonator{base: httpClient.Transport, config: rest.CopyConfig(cfg), scheme: scheme, mapper: mapper,
+		clients: map[types.NamespacedName]client.Client{}}
+}
+
+// ClientFor returns a client that acts as the ServiceAccount sa. It reads from the API
+// server directly, never through a cache.
+func (im *Impersonator) ClientFor(sa types.NamespacedName) (client.Client, error) {
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	if c, ok := im.clients[sa]; ok {
+		return c, nil
+	}
+	rt := transport.NewImpersonatingRoundTripper(transport.ImpersonationConfig{
+		UserName: "system:serviceaccount:" + sa.Namespace + ":" + sa.Name,
+	}, im.base)
+	c, err := client.New(im.config, client.Options{HTTPClient: &http.Client{Transport: rt}, Scheme: im.scheme, Mapper: im.mapper})
+	if err != nil {
+		return nil, fmt.Errorf("building a client for ServiceAccount %s: %w", sa, err)
+	}
+	if len(im.clients) >= maxImpersonatedClients {
+		clear(im.clients)
+	}
+	im.clients[sa] = c
+	return c, nil
+}
+
+// identity is whom a reconcile acts as on the add-on's children: the operator itself, or
+// a ServiceAccount of the add-on's namespace.
+type identity struct {
+	// serviceAccount is the impersonated ServiceAccount; zero for the operator's own.
+	serviceAccount types.NamespacedName
+	// applier writes, prunes and deletes as this identity; it still reads the shared cache.
+	applier *applier
+	// live reads from the API server as this identity.
+	live client.Reader
+}
+
+// impersonating reports whether the identity is a ServiceAccount.
+func (id identity) impersonating() bool { return id.serviceAccount.Name != "" }
+
+// describe names the identity in messages.
+func (id identity) describe() string {
+	if !id.impersonating() {
+		return "the operator"
+	}
+	return "ServiceAccount " + id.serviceAccount.String()
+}
+
+// identityFor decides whom the add-on's objects are written as. An add-on that names
+// spec.serviceAccountName is applied as that ServiceAccount of its namespace; one in an
+// untrusted namespace as the configuration's default ServiceAccount; one in a trusted
+// namespace as the operator. It returns a refusal message when an untrusted add-on has
+// no ServiceAccount to act as.
+func (r *Reconciler) identityFor(addon addonsv1alpha1.Addon, tenancy *Tenancy) (identity, string, error) {
+	name := addon.GetAddonSpec().ServiceAccountName
+	if name == "" && !tenancy.Trusts(addon.GetNamespace()) {
+		name = tenancy.DefaultServiceAccountName
+		if name == "" {
+			return identity{}, fmt.Sprintf("namespace %s is not trusted by the operator, so the add-on is applied as a "+
+				"ServiceAccount of it: set spec.serviceAccountName (or the configuration's "+
+				"runtime.tenancy.defaultServiceAccountName), or add the namespace to the trusted namespaces",
+				addon.GetNamespace()), nil
+		}
+	}
+	if name == "" {
+		return identity{applier: r.applier, live: r.reader}, "", nil
+	}
+	sa := types.NamespacedName{Namespace: addon.GetNamespace(), Name: name}
+	if r.impersonator == nil {
+		return identity{}, "", errors.New("this operator cannot impersonate ServiceAccounts (no Impersonator)")
+	}
+	c, err := r.impersonator.ClientFor(sa)
+	if err != nil {
+		return identity{}, "", err
+	}
+	id := identity{serviceAccount: sa, live: c}
+	id.applier = &applier{cache: r.client, client: c, reader: c, checkAccess: true, as: id.describe()}
+	return id, "", nil
+}
+
+// actingAs returns the reconcile's identity: the operator's until impersonate ran.
+func (r *Reconciler) actingAs(st *reconcileState) identity {
+	if st.identity.applier == nil {
+		return identity{applier: r.applier, live: r.reader}
+	}
+	return st.identity
+}
+
+// impersonate is the phase that decides whom the rest of the reconcile acts as.
+func (r *Reconciler) impersonate(_ context.Context, st *reconcileState) outcome {
+	id, refusal, err := r.identityFor(st.addon, st.settings.Tenancy)
+	switch {
+	case err != nil:
+		return failed(addonsv1alpha1.ReasonForbidden, err)
+	case refusal != "":
+		return refused(addonsv1alpha1.ReasonNotPermitted, refusal)
+	}
+	st.identity = id
+	return proceed()
+}
+
+// forbiddenRetry is how often an add-on refused by RBAC looks again: an admin may grant
+// its ServiceAccount what it lacks.
+const forbiddenRetry = time.Minute
+
+// accessRequest is one verb on one object, as a SelfSubjectAccessReview asks it.
+type accessRequest struct {
+	verb string
+	ref  addonsv1alpha1.ObjectReference
+}
+
+// forbiddenError lists the writes the impersonated ServiceAccount may not make; nothing
+// was written.
+type forbiddenError struct {
+	as     string
+	denied []accessRequest
+}
+
+func (e *forbiddenError) Error() string {
+	parts := make([]string, 0, len(e.denied))
+	for _, d := range e.denied {
+		parts = append(parts, d.verb+" "+d.ref.String())
+	}
+	return fmt.Sprintf("%s may not %s; nothing was written", e.as, strings.Join(parts, ", "))
+}
+
+// checkWrites asks the API server, as the applier's identity, whether it may make every
+// write of an apply: create or patch for each object to write (create when the cache
+// does not hold it), delete for each to prune. It runs only for impersonated applies,
+// before anything is written, so that a refusal leaves everything as it is. The API
+// server still checks each write itself, escalation on roles and bindings included.
+func (a *applier) checkWrites(ctx context.Context, as string, writes []*unstructured.Unstructured,
+	live map[addonsv1alpha1.ObjectReference]liveInfo, prune []addonsv1alpha1.ObjectReference) error {
+	var asks []accessRequest
+	for _, u := range writes {
+		ref := refOf(u)
+		verb := "create"
+		if live[ref].exists {
+			verb = "patch"
+		}
+		asks = append(asks, accessRequest{verb: verb, ref: ref})
+	}
+	for _, ref := range prune {
+		asks = append(asks, accessRequest{verb: "delete", ref: ref})
+	}
+	var denied []accessRequest
+	for _, ask := range asks {
+		allowed, err := a.allowed(ctx, ask)
+		if err != nil {
+			return err
+		}
+		if !allowed {
+			denied = append(denied, ask)
+		}
+	}
+	if len(denied) > 0 {
+		return &forbiddenError{as: as, denied: denied}
+	}
+	return nil
+}
+
+// allowed asks the API server whether the applier's identity may make ask.
+func (a *applier) allowed(ctx context.Context, ask accessRequest) (bool, error) {
+	mapping, err := a.client.RESTMapper().RESTMapping(ask.ref.GroupVersionKind().GroupKind(), ask.ref.Version)
+	if meta.IsNoMatchError(err) {
+		// A kind the package's own CRD defines: the write itself will say.
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	attrs := &authorizationv1.ResourceAttributes{Verb: ask.verb, Group: ask.ref.Group, Resource: mapping.Resource.Resource,
+		Namespace: ask.ref.Namespace}
+	if ask.verb != "create" {
+		attrs.Name = ask.ref.Name
+	}
+	review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: attrs}}
+	if err := a.client.Create(ctx, review); err != nil {
+		return false, fmt.Errorf("asking whether it may %s %s: %w", ask.verb, ask.ref, err)
+	}
+	return review.Status.Allowed, nil
+}
+
+// isForbidden reports whether err is an RBAC refusal, checked beforehand or by the API
+// server (errors.As searches joined errors too).
+func isForbidden(err error) bool {
+	return errorIs[*forbiddenError](err) || apierrors.IsForbidden(err)
+}
