@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -124,5 +125,26 @@ func TestDeepCopy(t *testing.T) {
 		return w
 	}(), c); diff != "" {
 		t.Errorf("changing the copy changed the original (-want +got):\n%s", diff)
+	}
+}
+
+func TestTrusted(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		trusted           []string
+		operatorNamespace string
+		want              []string
+	}{
+		{name: "unset", operatorNamespace: "kaddons-system", want: []string{"kube-system", "kaddons-system"}},
+		{name: "unset, operator in kube-system", operatorNamespace: "kube-system", want: []string{"kube-system"}},
+		{name: "empty trusts none", trusted: []string{}, operatorNamespace: "kaddons-system", want: []string{}},
+		{name: "set", trusted: []string{"platform"}, operatorNamespace: "kaddons-system", want: []string{"platform"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Runtime{TrustedNamespaces: tc.trusted}
+			if got := r.Trusted(tc.operatorNamespace); !slices.Equal(got, tc.want) || (got == nil) != (tc.want == nil) {
+				t.Errorf("Trusted(%q) = %#v, want %#v", tc.operatorNamespace, got, tc.want)
+			}
+		})
 	}
 }

@@ -30,6 +30,28 @@ func TestValidate(t *testing.T) {
 		},
 		{name: "metrics off", mutate: func(c *Configuration) { c.Manager.Metrics.BindAddress = "0" }},
 		{
+			name: "tenancy set",
+			mutate: func(c *Configuration) {
+				c.Runtime.TrustedNamespaces = []string{"kube-system", "platform"}
+				c.Runtime.DefaultServiceAccountName = "kaddons-tenant"
+			},
+		},
+		{name: "no namespace trusted", mutate: func(c *Configuration) { c.Runtime.TrustedNamespaces = []string{} }},
+		{name: "every namespace trusted", mutate: func(c *Configuration) { c.Runtime.TrustedNamespaces = []string{TrustAllNamespaces} }},
+		{
+			name: "tenancy invalid",
+			mutate: func(c *Configuration) {
+				c.Runtime.TrustedNamespaces = []string{"kube-system", "Team_A", "kube-system", "*"}
+				c.Runtime.DefaultServiceAccountName = "Tenant SA"
+			},
+			want: []string{
+				`runtime.tenancy.trustedNamespaces[1]: Invalid value: "Team_A": must be a namespace name, or "*" for every namespace`,
+				`runtime.tenancy.trustedNamespaces[2]: Duplicate value: "kube-system"`,
+				`runtime.tenancy.trustedNamespaces[3]: Invalid value: "*": "*" trusts every namespace and must be the only entry`,
+				`runtime.tenancy.defaultServiceAccountName: Invalid value: "Tenant SA": must be a ServiceAccount name`,
+			},
+		},
+		{
 			name:   "metrics address without a port",
 			mutate: func(c *Configuration) { c.Manager.Metrics.BindAddress = "8443" },
 			want:   []string{`manager.metrics.bindAddress: Invalid value: "8443": must be "0" (off) or host:port, such as ":8443"`},

@@ -199,6 +199,11 @@ func (a *applier) apply(ctx context.Context, req applyRequest) (applyResult, err
 		s := stageOf(u.GroupVersionKind().Group, u.GetKind())
 		stages[s] = append(stages[s], u)
 	}
+	if a.checkAccess {
+		if err := a.checkWrites(ctx, req); err != nil {
+			return res, err
+		}
+	}
 	own, err := a.handedOver(ctx, req)
 	if err != nil {
 		return res, err
@@ -217,15 +222,6 @@ func (a *applier) apply(ctx context.Context, req applyRequest) (applyResult, err
 			ref := refOf(u)
 			return skip[ref] || (req.only != nil && !req.only[ref])
 		})
-	}
-	if a.checkAccess {
-		var writes []*unstructured.Unstructured
-		for s := range stages {
-			writes = append(writes, stages[s]...)
-		}
-		if err := a.checkWrites(ctx, a.as, writes, own.live, staleObjects(req.previous, desired)); err != nil {
-			return res, err
-		}
 	}
 	w := &stageWriter{applier: a, req: req, live: own.live, res: &res}
 	for s := stageCRDs; s <= stageAPIEndpoints; s++ {
@@ -384,6 +380,8 @@ func (a *applier) liveMetadata(ctx context.Context, ref addonsv1alpha1.ObjectRef
 	switch {
 	case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
 		return nil, nil
+	case apierrors.IsForbidden(err):
+		return nil, &forbiddenError{as: a.as, denied: []accessRequest{{verb: "get", ref: ref}}, err: err}
 	case err != nil:
 		return nil, fmt.Errorf("reading %s: %w", ref, err)
 	}

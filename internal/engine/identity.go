@@ -22,7 +22,6 @@ import (
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 )
 
-// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=impersonate
 
 // Impersonator builds clients that act as a ServiceAccount, so that the API server's
 // RBAC (its escalation checks on roles and bindings included) decides what an add-on
@@ -162,6 +161,8 @@ type accessRequest struct {
 type forbiddenError struct {
 	as     string
 	denied []accessRequest
+	// err is the API server's refusal, when a request rather than a review found it.
+	err error
 }
 
 func (e *forbiddenError) Error() string {
@@ -172,37 +173,49 @@ func (e *forbiddenError) Error() string {
 	return fmt.Sprintf("%s may not %s; nothing was written", e.as, strings.Join(parts, ", "))
 }
 
+func (e *forbiddenError) Unwrap() error { return e.err }
+
 // checkWrites asks the API server, as the applier's identity, whether it may make every
-// write of an apply: create or patch for each object to write (create when the cache
-// does not hold it), delete for each to prune. It runs only for impersonated applies,
-// before anything is written, so that a refusal leaves everything as it is. The API
-// server still checks each write itself, escalation on roles and bindings included.
-func (a *applier) checkWrites(ctx context.Context, as string, writes []*unstructured.Unstructured,
-	live map[addonsv1alpha1.ObjectReference]liveInfo, prune []addonsv1alpha1.ObjectReference) error {
-	var asks []accessRequest
-	for _, u := range writes {
-		ref := refOf(u)
-		verb := "create"
-		if live[ref].exists {
-			verb = "patch"
-		}
-		asks = append(asks, accessRequest{verb: verb, ref: ref})
-	}
-	for _, ref := range prune {
-		asks = append(asks, accessRequest{verb: "delete", ref: ref})
-	}
+// write of an apply: patch for each object the cache holds, get and create for the others
+// (kaddons reads an object it did not create before it writes it), delete for each one
+// the inventory lists and the package no longer renders. It runs only for impersonated
+// applies, before anything is read or written, so that a refusal leaves everything as it
+// is and names every write refused. The API server still checks each write itself, its
+// escalation checks on roles and bindings included.
+func (a *applier) checkWrites(ctx context.Context, req applyRequest) error {
 	var denied []accessRequest
-	for _, ask := range asks {
-		allowed, err := a.allowed(ctx, ask)
+	rendered := make([]addonsv1alpha1.ObjectReference, 0, len(req.objects))
+	for _, u := range req.objects {
+		ref := refOf(u)
+		rendered = append(rendered, ref)
+		verbs := []string{"create", "get"}
+		cached := &unstructured.Unstructured{}
+		cached.SetGroupVersionKind(ref.GroupVersionKind())
+		if err := a.cache.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, cached); err == nil {
+			verbs = []string{"patch"}
+		}
+		for _, verb := range verbs {
+			ok, err := a.allowed(ctx, accessRequest{verb: verb, ref: ref})
+			if err != nil {
+				return err
+			}
+			if !ok {
+				denied = append(denied, accessRequest{verb: verb, ref: ref})
+				break
+			}
+		}
+	}
+	for _, ref := range staleObjects(req.previous, rendered) {
+		ok, err := a.allowed(ctx, accessRequest{verb: "delete", ref: ref})
 		if err != nil {
 			return err
 		}
-		if !allowed {
-			denied = append(denied, ask)
+		if !ok {
+			denied = append(denied, accessRequest{verb: "delete", ref: ref})
 		}
 	}
 	if len(denied) > 0 {
-		return &forbiddenError{as: as, denied: denied}
+		return &forbiddenError{as: a.as, denied: denied}
 	}
 	return nil
 }
