@@ -25,6 +25,7 @@ concurrency:
 registryMirror: mirror.e2e.example/k8s
 pausedAddonKinds: [Dashboard]
 logLevel: debug
+trustedNamespaces: ["*"]
 `,
 	"v1beta1": `apiVersion: config.kaddons.dev/v1beta1
 kind: OperatorConfiguration
@@ -37,6 +38,8 @@ runtime:
     mirror: mirror.e2e.example/k8s
   pausedKinds: [Dashboard]
   logLevel: debug
+  tenancy:
+    trustedNamespaces: ["*"]
 `,
 }
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,6 +47,18 @@ type managerProcess struct {
 }
 
 // newManager registers a manager called name (its log is <work>/<name>.log).
+// trustAllConfig is the managers' configuration file unless a case gives its own: every
+// namespace is trusted.
+const trustAllConfig = `apiVersion: config.kaddons.dev/v1beta1
+kind: OperatorConfiguration
+runtime:
+  tenancy:
+    trustedNamespaces: ["*"]
+`
+
+// managerConfig is the path of trustAllConfig in the work folder.
+var managerConfig string
+
 func newManager(name string, args ...string) *managerProcess {
 	p := &managerProcess{name: name, logPath: filepath.Join(workDir, name+".log"), args: args}
 	managersMu.Lock()
@@ -78,6 +91,9 @@ func (p *managerProcess) start() error {
 	}
 	if !p.builtinChannels {
 		args = append([]string{"--channels=" + channelsDir}, args...)
+	}
+	if !slices.ContainsFunc(p.args, func(a string) bool { return strings.HasPrefix(a, "--config=") }) {
+		args = append(args, "--config="+managerConfig)
 	}
 	args = append(args, p.args...)
 	binary, dir, kubeconfig := orDefault(p.binary, managerBinary), orDefault(p.dir, repoRoot), orDefault(p.kubeconfig, managerKubeconfig)

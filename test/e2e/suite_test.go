@@ -220,6 +220,13 @@ func setup() error {
 	if err := runLocalCluster(os.Stderr, "kubeconfig-for-sa", operatorNamespace, operatorServiceAccount, managerKubeconfig); err != nil {
 		return fmt.Errorf("writing the operator's kubeconfig: %w", err)
 	}
+	// Each case runs in namespaces of its own; the managers trust every namespace, as on
+	// a cluster where only admins create add-ons, unless a case passes a --config of its
+	// own. TestTenant narrows the trust with an OperatorConfig.
+	managerConfig = filepath.Join(workDir, "manager-config.yaml")
+	if err := os.WriteFile(managerConfig, []byte(trustAllConfig), 0o600); err != nil {
+		return err
+	}
 	suiteManager = newManager("manager")
 	if err := suiteManager.start(); err != nil {
 		return err
