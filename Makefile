@@ -82,6 +82,7 @@ test: manifests generate fmt vet ## Run unit and envtest tests against a real ku
 	go test -run '^$$' -fuzz '^FuzzParseChannel$$' -fuzztime $(TEST_FUZZTIME) $(FUZZ_FLAGS) ./internal/channels
 	go test -run '^$$' -fuzz '^FuzzRender$$' -fuzztime $(TEST_FUZZTIME) $(FUZZ_FLAGS) ./internal/channels
 	go test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(TEST_FUZZTIME) $(FUZZ_FLAGS) ./internal/config
+	go test -run '^$$' -fuzz '^FuzzApplyPatches$$' -fuzztime $(TEST_FUZZTIME) $(FUZZ_FLAGS) ./internal/engine
 
 ## How long `make fuzz` runs each fuzz target, and how long `make test` does. FUZZ_FLAGS go
 ## to every fuzz run: a new input is minimized for 3s at most (the default, 1m, would take
@@ -91,10 +92,11 @@ TEST_FUZZTIME ?= 5s
 FUZZ_FLAGS ?= -fuzzminimizetime 3s
 
 .PHONY: fuzz
-fuzz: ## Fuzz channel files, package builds and the configuration file, FUZZTIME (1m) each; crashers land in testdata/fuzz.
+fuzz: ## Fuzz channel files, package builds, the configuration file and spec.patches, FUZZTIME (1m) each; crashers land in testdata/fuzz.
 	go test -run '^$$' -fuzz '^FuzzParseChannel$$' -fuzztime $(FUZZTIME) $(FUZZ_FLAGS) ./internal/channels
 	go test -run '^$$' -fuzz '^FuzzRender$$' -fuzztime $(FUZZTIME) $(FUZZ_FLAGS) ./internal/channels
 	go test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) $(FUZZ_FLAGS) ./internal/config
+	go test -run '^$$' -fuzz '^FuzzApplyPatches$$' -fuzztime $(FUZZTIME) $(FUZZ_FLAGS) ./internal/engine
 
 .PHONY: lint
 lint: golangci-lint ## Run golangci-lint.

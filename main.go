@@ -315,7 +315,8 @@ func run(f flags, cfg *config.Configuration, logLevel string, setLevel func(conf
 		"defaultChannel", cfg.Runtime.DefaultChannel, "registryMirror", cfg.Runtime.RegistryMirror,
 		"pausedKinds", cfg.Runtime.PausedKinds, "resyncInterval", cfg.Runtime.ResyncInterval.String(),
 		"logLevel", logLevel, "policyNamespace", policyNamespace,
-		"trustedNamespaces", cfg.Runtime.Trusted(policyNamespace), "defaultServiceAccountName", cfg.Runtime.DefaultServiceAccountName, "concurrency", m.Concurrency.Default, "concurrencyPerKind", m.Concurrency.PerKind,
+		"trustedNamespaces", cfg.Runtime.Trusted(policyNamespace), "defaultServiceAccountName", cfg.Runtime.DefaultServiceAccountName,
+		"concurrency", m.Concurrency.Default, "concurrencyPerKind", m.Concurrency.PerKind,
 		"leaderElection", le.Enabled, "cacheSyncPeriod", m.CacheSyncPeriod.String())
 	return mgr.Start(ctrl.SetupSignalHandler())
 }

@@ -41,7 +41,7 @@ func tenantAccount(t *testing.T, ns, name string) string {
 
 // powers are the permissions a tenant must never gain through an add-on, as
 // SubjectAccessReview attributes.
-func powers(ns string) map[string]authorizationv1.ResourceAttributes {
+func powers() map[string]authorizationv1.ResourceAttributes {
 	return map[string]authorizationv1.ResourceAttributes{
 		"list Secrets in every namespace":       {Verb: "list", Resource: "secrets"},
 		"list Secrets in kube-system":           {Verb: "list", Resource: "secrets", Namespace: metav1.NamespaceSystem},
@@ -57,7 +57,7 @@ func powers(ns string) map[string]authorizationv1.ResourceAttributes {
 // allowedPowers returns which of powers the API server's RBAC grants user.
 func allowedPowers(g Gomega, user, ns string) map[string]bool {
 	out := map[string]bool{}
-	for name, attrs := range powers(ns) {
+	for name, attrs := range powers() {
 		review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 			User:               user,
 			Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},

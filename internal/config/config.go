@@ -136,8 +136,8 @@ type Runtime struct {
 	DefaultServiceAccountName string
 }
 
-// TrustAllNamespaces, as the only trusted namespace, trusts every namespace: for clusters
-// where only cluster admins create add-ons.
+// TrustAllNamespaces trusts every namespace when it is the only trusted namespace: for
+// clusters where only cluster admins create add-ons.
 const TrustAllNamespaces = "*"
 
 // DefaultTrustedNamespaces returns the namespaces trusted when the configuration names

@@ -381,7 +381,7 @@ func (a *applier) liveMetadata(ctx context.Context, ref addonsv1alpha1.ObjectRef
 	case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
 		return nil, nil
 	case apierrors.IsForbidden(err):
-		return nil, &forbiddenError{as: a.as, denied: []accessRequest{{verb: "get", ref: ref}}, err: err}
+		return nil, &forbiddenError{as: a.as, denied: []accessRequest{{verb: verbGet, ref: ref}}, err: err}
 	case err != nil:
 		return nil, fmt.Errorf("reading %s: %w", ref, err)
 	}

@@ -22,7 +22,6 @@ import (
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 )
 
-
 // Impersonator builds clients that act as a ServiceAccount, so that the API server's
 // RBAC (its escalation checks on roles and bindings included) decides what an add-on
 // outside the trusted namespaces may write. The clients share the operator's connections;
@@ -146,6 +145,14 @@ func (r *Reconciler) impersonate(_ context.Context, st *reconcileState) outcome 
 	return proceed()
 }
 
+// The verbs an apply needs, as RBAC names them.
+const (
+	verbGet    = "get"
+	verbCreate = "create"
+	verbPatch  = "patch"
+	verbDelete = "delete"
+)
+
 // forbiddenRetry is how often an add-on refused by RBAC looks again: an admin may grant
 // its ServiceAccount what it lacks.
 const forbiddenRetry = time.Minute
@@ -188,11 +195,11 @@ func (a *applier) checkWrites(ctx context.Context, req applyRequest) error {
 	for _, u := range req.objects {
 		ref := refOf(u)
 		rendered = append(rendered, ref)
-		verbs := []string{"create", "get"}
+		verbs := []string{verbCreate, verbGet}
 		cached := &unstructured.Unstructured{}
 		cached.SetGroupVersionKind(ref.GroupVersionKind())
 		if err := a.cache.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, cached); err == nil {
-			verbs = []string{"patch"}
+			verbs = []string{verbPatch}
 		}
 		for _, verb := range verbs {
 			ok, err := a.allowed(ctx, accessRequest{verb: verb, ref: ref})
@@ -206,12 +213,12 @@ func (a *applier) checkWrites(ctx context.Context, req applyRequest) error {
 		}
 	}
 	for _, ref := range staleObjects(req.previous, rendered) {
-		ok, err := a.allowed(ctx, accessRequest{verb: "delete", ref: ref})
+		ok, err := a.allowed(ctx, accessRequest{verb: verbDelete, ref: ref})
 		if err != nil {
 			return err
 		}
 		if !ok {
-			denied = append(denied, accessRequest{verb: "delete", ref: ref})
+			denied = append(denied, accessRequest{verb: verbDelete, ref: ref})
 		}
 	}
 	if len(denied) > 0 {
@@ -232,7 +239,7 @@ func (a *applier) allowed(ctx context.Context, ask accessRequest) (bool, error) 
 	}
 	attrs := &authorizationv1.ResourceAttributes{Verb: ask.verb, Group: ask.ref.Group, Resource: mapping.Resource.Resource,
 		Namespace: ask.ref.Namespace}
-	if ask.verb != "create" {
+	if ask.verb != verbCreate {
 		attrs.Name = ask.ref.Name
 	}
 	review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: attrs}}

@@ -85,7 +85,9 @@ spec:
     kinds: [CoreDNS]
 `, ns, operatorNamespace), "apply", "--server-side", "-f", "-")
 	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _, _ = kubectl("delete", "addonpolicy", "e2e-tenant", "-n", operatorNamespace, "--ignore-not-found") })
+	t.Cleanup(func() {
+		_, _ = kubectl("delete", "addonpolicy", "e2e-tenant", "-n", operatorNamespace, "--ignore-not-found")
+	})
 
 	before := canI(g, user)
 	for power, answer := range before {
