@@ -19,7 +19,7 @@ import (
 )
 
 // +kubebuilder:rbac:groups=config.kaddons.dev,resources=addonpolicies,verbs=get;list;watch
-// +kubebuilder:rbac:groups=config.kaddons.dev,resources=addonpolicies/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=config.kaddons.dev,resources=addonpolicies/status,verbs=get;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 
 // SetupPolicies registers what AddonPolicies need with mgr (the controller reporting

@@ -19,13 +19,13 @@ import (
 	"github.com/kaddons/kaddons/internal/engine"
 )
 
-// +kubebuilder:rbac:groups=addons.kaddons.dev,resources=coredns,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=addons.kaddons.dev,resources=coredns/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=addons.kaddons.dev,resources=coredns,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=addons.kaddons.dev,resources=coredns/status,verbs=get;patch
 // +kubebuilder:rbac:groups=addons.kaddons.dev,resources=coredns/finalizers,verbs=update
-// +kubebuilder:rbac:groups="",resources=serviceaccounts;configmaps;services,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles;clusterrolebindings,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=serviceaccounts;configmaps;services,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles;clusterrolebindings,verbs=get;list;watch;create;patch;delete
 // kaddons can only grant CoreDNS the permissions it holds itself:
 // +kubebuilder:rbac:groups="",resources=endpoints;services;pods;namespaces,verbs=list;watch
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=list;watch

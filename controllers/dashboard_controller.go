@@ -13,16 +13,17 @@ import (
 	"github.com/kaddons/kaddons/internal/engine"
 )
 
-// +kubebuilder:rbac:groups=addons.kaddons.dev,resources=dashboards,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=addons.kaddons.dev,resources=dashboards/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=addons.kaddons.dev,resources=dashboards,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=addons.kaddons.dev,resources=dashboards/status,verbs=get;patch
 // +kubebuilder:rbac:groups=addons.kaddons.dev,resources=dashboards/finalizers,verbs=update
-// +kubebuilder:rbac:groups="",resources=namespaces;serviceaccounts;services;secrets;configmaps,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles;clusterrolebindings,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=namespaces;serviceaccounts;services;secrets;configmaps,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles;clusterrolebindings,verbs=get;list;watch;create;patch;delete
 // kaddons can only grant the Dashboard the permissions it holds itself:
 // +kubebuilder:rbac:groups="",resources=services,verbs=proxy
 // +kubebuilder:rbac:groups="",resources=services/proxy,verbs=get
+// +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=update
 // +kubebuilder:rbac:groups=metrics.k8s.io,resources=pods;nodes,verbs=get;list;watch
 
 // Names of the objects in the Dashboard packages that typed fields edit.

@@ -15,13 +15,13 @@ import (
 	"github.com/kaddons/kaddons/internal/engine"
 )
 
-// +kubebuilder:rbac:groups=addons.kaddons.dev,resources=metricsservers,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=addons.kaddons.dev,resources=metricsservers/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=addons.kaddons.dev,resources=metricsservers,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=addons.kaddons.dev,resources=metricsservers/status,verbs=get;patch
 // +kubebuilder:rbac:groups=addons.kaddons.dev,resources=metricsservers/finalizers,verbs=update
-// +kubebuilder:rbac:groups="",resources=serviceaccounts;services,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles;clusterrolebindings;rolebindings,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=apiregistration.k8s.io,resources=apiservices,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=serviceaccounts;services,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles;clusterrolebindings;rolebindings,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=apiregistration.k8s.io,resources=apiservices,verbs=get;list;watch;create;patch;delete
 // kaddons can only grant metrics-server the permissions it holds itself:
 // +kubebuilder:rbac:groups="",resources=nodes/metrics,verbs=get
 // +kubebuilder:rbac:groups="",resources=pods;nodes,verbs=get;list;watch

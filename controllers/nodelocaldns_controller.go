@@ -15,11 +15,11 @@ import (
 	"github.com/kaddons/kaddons/internal/engine"
 )
 
-// +kubebuilder:rbac:groups=addons.kaddons.dev,resources=nodelocaldns,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=addons.kaddons.dev,resources=nodelocaldns/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=addons.kaddons.dev,resources=nodelocaldns,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=addons.kaddons.dev,resources=nodelocaldns/status,verbs=get;patch
 // +kubebuilder:rbac:groups=addons.kaddons.dev,resources=nodelocaldns/finalizers,verbs=update
-// +kubebuilder:rbac:groups="",resources=serviceaccounts;services;configmaps,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=serviceaccounts;services;configmaps,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get;list;watch;create;patch;delete
 
 // Names and values in the NodeLocal DNSCache packages that typed fields edit. The
 // packages carry upstream's defaults in place of its __PILLAR__ placeholders.

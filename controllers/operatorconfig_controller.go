@@ -22,7 +22,7 @@ import (
 )
 
 // +kubebuilder:rbac:groups=config.kaddons.dev,resources=operatorconfigs,verbs=get;list;watch
-// +kubebuilder:rbac:groups=config.kaddons.dev,resources=operatorconfigs/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=config.kaddons.dev,resources=operatorconfigs/status,verbs=get;patch
 
 // OperatorConfigReconciler puts the OperatorConfig named default in force: its spec,
 // merged onto the configuration file's settings, becomes the add-on controllers' settings

@@ -141,8 +141,8 @@ func TestRegistryMatchesTheSharedLists(t *testing.T) {
 			}},
 			{"the README's catalogue", func() bool { return strings.Contains(readme, "| `"+gvk.Kind+"` |") }},
 			{"config/rbac/role.yaml for the add-on kind", func() bool {
-				return plural != "" && allows(lists.role, gvk.Group, plural, "get", "list", "watch", "update", "patch") &&
-					allows(lists.role, gvk.Group, plural+"/status", "get", "update", "patch") &&
+				return plural != "" && allows(lists.role, gvk.Group, plural, "get", "list", "watch", "patch") &&
+					allows(lists.role, gvk.Group, plural+"/status", "get", "patch") &&
 					allows(lists.role, gvk.Group, plural+"/finalizers", "update")
 			}},
 		}
