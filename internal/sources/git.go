@@ -1,0 +1,284 @@
+package sources
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/Masterminds/semver/v3"
+	"github.com/go-git/go-billy/v5/osfs"
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	gitcache "github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
+	"github.com/go-git/go-git/v5/storage/filesystem"
+	"github.com/go-git/go-git/v5/storage/memory"
+)
+
+var commitPattern = regexp.MustCompile(`^[0-9a-f]{40}$`)
+
+// fetchGit resolves the request's ref with one ls-remote; a commit this source fetched
+// before is not cloned again. Otherwise it clones only that ref (shallow for a branch or
+// tag) into a folder of its own, and writes the tree at the commit and path into the cache
+// through the caps, refusing symbolic links and submodules. No worktree is checked out and
+// no hook or filter runs.
+func (f *fetcher) fetchGit(ctx context.Context, req Request, id string) (*Artifact, error) {
+	ep, err := transport.NewEndpoint(req.URL)
+	if err != nil {
+		return nil, errorf(ReasonInvalidSource, err, "%q is not a git URL", req.URL)
+	}
+	switch {
+	case ep.Protocol == "https", ep.Protocol == "ssh":
+	case ep.Protocol == "http" && req.Auth.Insecure && isLoopback(ep.Host):
+	default:
+		return nil, errorf(ReasonInvalidSource, nil, "git URL %q: use https or ssh (plain http only to a loopback address with insecure set)", req.URL)
+	}
+	work, err := f.cache.staging()
+	if err != nil {
+		return nil, errorf(ReasonFetchFailed, err, "preparing the cache")
+	}
+	defer os.RemoveAll(work) //nolint:errcheck
+	auth, err := gitAuth(req.Auth, ep, work)
+	if err != nil {
+		return nil, err
+	}
+	refName, commit, err := resolveGitRef(ctx, req, auth)
+	if err != nil {
+		return nil, err
+	}
+	revision := "sha1:" + commit.String()
+	if refName != "" {
+		revision = refName.Short() + "@" + revision
+	}
+	if algorithm, hex, _ := cutDigest(req.Digest); algorithm == "sha1" && hex != commit.String() {
+		return nil, errorf(ReasonDigestMismatch, nil, "%s resolves to commit %s, not the pinned %s", req.URL, commit, hex)
+	}
+	resolution := id + "@" + commit.String()
+	if e, ok := f.cache.lookupResolved(resolution); ok {
+		return f.finish(id, resolution, revision, e, "", false)
+	}
+
+	opts := &git.CloneOptions{URL: req.URL, Auth: auth, CABundle: req.Auth.CA, NoCheckout: true, Tags: git.NoTags}
+	if refName != "" {
+		opts.ReferenceName, opts.SingleBranch, opts.Depth = refName, true, 1
+	}
+	storage := filesystem.NewStorage(osfs.New(filepath.Join(work, "git")), gitcache.NewObjectLRUDefault())
+	repo, err := git.CloneContext(ctx, storage, nil, opts)
+	if err != nil {
+		return nil, fetchError(err, "cloning %s", req.URL)
+	}
+	c, err := repo.CommitObject(commit)
+	if err != nil {
+		return nil, errorf(ReasonFetchFailed, err, "%s has no commit %s", req.URL, commit)
+	}
+	tree, err := c.Tree()
+	if err != nil {
+		return nil, errorf(ReasonFetchFailed, err, "reading commit %s", commit)
+	}
+	if req.Path != "" && path.Clean(req.Path) != "." {
+		if tree, err = tree.Tree(path.Clean(req.Path)); err != nil {
+			return nil, errorf(ReasonInvalidBundle, err, "commit %s has no folder %q", commit, req.Path)
+		}
+	}
+	staging, err := f.cache.staging()
+	if err != nil {
+		return nil, errorf(ReasonFetchFailed, err, "preparing the cache")
+	}
+	defer os.RemoveAll(staging) //nolint:errcheck
+	dir := filepath.Join(staging, "tree")
+	if err := mkdir(dir); err != nil {
+		return nil, err
+	}
+	if err := writeGitTree(ctx, newTreeWriter(dir, f.limits), tree, "."); err != nil {
+		return nil, err
+	}
+	digest, err := TreeDigest(dir)
+	if err != nil {
+		return nil, errorf(ReasonFetchFailed, err, "hashing the tree")
+	}
+	if algorithm, _, _ := cutDigest(req.Digest); algorithm == "sha256" && req.Digest != digest {
+		return nil, errorf(ReasonDigestMismatch, nil, "the tree of %s is %s, not the pinned %s", revision, digest, req.Digest)
+	}
+	e, err := f.cache.insert(staging, entryMeta{Kind: KindGit, Digest: digest, Revision: revision})
+	if err != nil {
+		return nil, errorf(ReasonFetchFailed, err, "caching %s", revision)
+	}
+	return f.finish(id, resolution, revision, e, "", false)
+}
+
+// resolveGitRef lists the remote's refs and returns the one the request selects and its
+// commit: Commit, else Tag, else the highest tag in the SemVer range, else Branch, else
+// the remote's HEAD. A commit returns no ref name.
+func resolveGitRef(ctx context.Context, req Request, auth transport.AuthMethod) (plumbing.ReferenceName, plumbing.Hash, error) {
+	g := req.Git
+	if g.Commit != "" {
+		if !commitPattern.MatchString(g.Commit) {
+			return "", plumbing.ZeroHash, errorf(ReasonInvalidSource, nil, "commit %q is not a full lower-case sha1", g.Commit)
+		}
+		return "", plumbing.NewHash(g.Commit), nil
+	}
+	remote := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{req.URL}})
+	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: auth, CABundle: req.Auth.CA, PeelingOption: git.AppendPeeled})
+	if err != nil {
+		return "", plumbing.ZeroHash, fetchError(err, "listing the refs of %s", req.URL)
+	}
+	hashes := map[plumbing.ReferenceName]plumbing.Hash{}
+	var head plumbing.ReferenceName
+	for _, r := range refs {
+		switch {
+		case r.Name() == plumbing.HEAD && r.Type() == plumbing.SymbolicReference:
+			head = r.Target()
+		case r.Type() == plumbing.HashReference:
+			hashes[r.Name()] = r.Hash()
+		}
+	}
+	// commitOf prefers the peeled commit of an annotated tag.
+	commitOf := func(n plumbing.ReferenceName) (plumbing.Hash, bool) {
+		if h, ok := hashes[n+"^{}"]; ok {
+			return h, true
+		}
+		h, ok := hashes[n]
+		return h, ok
+	}
+	var name plumbing.ReferenceName
+	switch {
+	case g.Tag != "":
+		name = plumbing.NewTagReferenceName(g.Tag)
+	case g.SemVer != "":
+		constraint, err := semver.NewConstraint(g.SemVer)
+		if err != nil {
+			return "", plumbing.ZeroHash, errorf(ReasonInvalidSource, err, "semver range %q", g.SemVer)
+		}
+		var best *semver.Version
+		for n := range hashes {
+			if !n.IsTag() || strings.HasSuffix(string(n), "^{}") {
+				continue
+			}
+			v, err := semver.NewVersion(n.Short())
+			if err != nil || !constraint.Check(v) {
+				continue
+			}
+			if best == nil || v.GreaterThan(best) || (v.Equal(best) && n.Short() > name.Short()) {
+				best, name = v, n
+			}
+		}
+		if best == nil {
+			return "", plumbing.ZeroHash, errorf(ReasonFetchFailed, nil, "%s has no tag in the range %q", req.URL, g.SemVer)
+		}
+	case g.Branch != "":
+		name = plumbing.NewBranchReferenceName(g.Branch)
+	case head != "":
+		name = head
+	default:
+		return "", plumbing.ZeroHash, errorf(ReasonFetchFailed, nil, "%s has no default branch; name a branch, tag, range or commit", req.URL)
+	}
+	h, ok := commitOf(name)
+	if !ok {
+		return "", plumbing.ZeroHash, errorf(ReasonFetchFailed, nil, "%s has no %s", req.URL, name)
+	}
+	return name, h, nil
+}
+
+// gitAuth returns the credentials of a git request: a key with known_hosts for ssh (the
+// host key is always checked), basic auth (a token in Password) for https.
+func gitAuth(a Auth, ep *transport.Endpoint, work string) (transport.AuthMethod, error) {
+	if ep.Protocol == "ssh" {
+		if len(a.SSHPrivateKey) == 0 {
+			return nil, errorf(ReasonInvalidSource, nil, "an ssh git URL needs a private key")
+		}
+		if len(a.KnownHosts) == 0 {
+			return nil, errorf(ReasonInvalidSource, nil, "an ssh git URL needs known_hosts: the server's host key is always checked")
+		}
+		user := ep.User
+		if user == "" {
+			user = "git"
+		}
+		keys, err := gitssh.NewPublicKeys(user, a.SSHPrivateKey, "")
+		if err != nil {
+			return nil, errorf(ReasonInvalidSource, err, "the ssh private key")
+		}
+		file := filepath.Join(work, "known_hosts")
+		if err := os.WriteFile(file, a.KnownHosts, 0o600); err != nil {
+			return nil, errorf(ReasonFetchFailed, err, "writing known_hosts")
+		}
+		db, err := gitssh.NewKnownHostsDb(file)
+		if err != nil {
+			return nil, errorf(ReasonInvalidSource, err, "known_hosts")
+		}
+		keys.HostKeyCallback = db.HostKeyCallback()
+		port := ep.Port
+		if port == 0 {
+			port = 22
+		}
+		keys.HostKeyAlgorithms = db.HostKeyAlgorithms(fmt.Sprintf("%s:%d", ep.Host, port))
+		return keys, nil
+	}
+	if len(a.SSHPrivateKey) > 0 {
+		return nil, errorf(ReasonInvalidSource, nil, "an ssh private key needs an ssh git URL")
+	}
+	if a.Username == "" && a.Password == "" {
+		return nil, nil
+	}
+	user := a.Username
+	if user == "" {
+		user = "git" // a token as the password; servers ignore the user name
+	}
+	return &githttp.BasicAuth{Username: user, Password: a.Password}, nil
+}
+
+// writeGitTree writes the files of tree into w under rel.
+func writeGitTree(ctx context.Context, w *treeWriter, tree *object.Tree, rel string) error {
+	for _, e := range tree.Entries {
+		if err := ctx.Err(); err != nil {
+			return fetchError(err, "reading the tree")
+		}
+		name := path.Join(rel, e.Name)
+		switch e.Mode {
+		case filemode.Dir:
+			sub, err := tree.Tree(e.Name)
+			if err != nil {
+				return errorf(ReasonFetchFailed, err, "reading %s", name)
+			}
+			if err := w.Dir(name + "/"); err != nil {
+				return err
+			}
+			if err := writeGitTree(ctx, w, sub, name); err != nil {
+				return err
+			}
+		case filemode.Regular, filemode.Deprecated, filemode.Executable:
+			file, err := tree.TreeEntryFile(&e)
+			if err != nil {
+				return errorf(ReasonFetchFailed, err, "reading %s", name)
+			}
+			if file.Size > w.limits.MaxBytes {
+				return refused("%s has %d bytes, more than the cap of %d", name, file.Size, w.limits.MaxBytes)
+			}
+			r, err := file.Reader()
+			if err != nil {
+				return errorf(ReasonFetchFailed, err, "reading %s", name)
+			}
+			err = w.File(name, r)
+			_ = r.Close()
+			if err != nil {
+				return err
+			}
+		case filemode.Symlink:
+			return refused("%s is a symbolic link", name)
+		case filemode.Submodule:
+			return refused("%s is a submodule", name)
+		default:
+			return refused("%s has the unsupported mode %s", name, e.Mode)
+		}
+	}
+	return nil
+}
+

@@ -1,0 +1,165 @@
+package sources
+
+import (
+	"bytes"
+	"crypto"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/sigstore/sigstore/pkg/cryptoutils"
+	"github.com/sigstore/sigstore/pkg/signature"
+	"github.com/sigstore/sigstore/pkg/signature/payload"
+)
+
+// cosign's key-based signature layout: the signatures of image@sha256:<hex> are the
+// layers of the image tagged sha256-<hex>.sig in the same repository; each layer is a
+// simple-signing payload (JSON naming the signed manifest digest) and carries the
+// base64 signature of that payload in an annotation.
+const (
+	// SignatureAnnotation holds a layer's base64 signature.
+	SignatureAnnotation = "dev.cosignproject.cosign/signature"
+	// SimpleSigningMediaType is the media type of a signature layer.
+	SimpleSigningMediaType = "application/vnd.dev.cosign.simplesigning.v1+json"
+	// maxPayloadBytes bounds a signature payload, maxSignatures the layers read.
+	maxPayloadBytes = 64 << 10
+	maxSignatures   = 32
+)
+
+// SignatureTag returns the tag cosign stores the signatures of digest under:
+// sha256-<hex>.sig.
+func SignatureTag(repo name.Repository, digest string) name.Tag {
+	return repo.Tag(strings.Replace(digest, ":", "-", 1) + ".sig")
+}
+
+// LoadPublicKeys parses PEM public keys for verification.
+func LoadPublicKeys(pems [][]byte) ([]signature.Verifier, error) {
+	var out []signature.Verifier
+	for i, p := range pems {
+		key, err := cryptoutils.UnmarshalPEMToPublicKey(p)
+		if err != nil {
+			return nil, fmt.Errorf("public key %d: %w", i+1, err)
+		}
+		v, err := signature.LoadVerifier(key, crypto.SHA256)
+		if err != nil {
+			return nil, fmt.Errorf("public key %d: %w", i+1, err)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// verifySignature checks that a signature of ref's digest, in cosign's key-based format,
+// verifies against one of the public keys and names that digest. No signature, or none
+// that verifies, is VerificationFailed; a valid signature of another digest is
+// DigestMismatch.
+func verifySignature(ref name.Digest, publicKeys [][]byte, opts []remote.Option) error {
+	verifiers, err := LoadPublicKeys(publicKeys)
+	if err != nil {
+		return errorf(ReasonInvalidSource, err, "the verification keys")
+	}
+	sigTag := SignatureTag(ref.Context(), ref.DigestStr())
+	img, err := remote.Image(sigTag, opts...)
+	if err != nil {
+		if notFound(err) {
+			return errorf(ReasonVerificationFailed, nil, "%s is not signed: no signature at %s", ref, sigTag)
+		}
+		return registryError(err, "reading the signatures of %s", ref)
+	}
+	manifest, err := img.Manifest()
+	if err != nil {
+		return registryError(err, "reading the signatures of %s", ref)
+	}
+	if len(manifest.Layers) == 0 {
+		return errorf(ReasonVerificationFailed, nil, "%s is not signed: %s holds no signature", ref, sigTag)
+	}
+	var reasons []string
+	mismatch := false
+	for i, l := range manifest.Layers {
+		if i == maxSignatures {
+			reasons = append(reasons, fmt.Sprintf("only the first %d signatures were read", maxSignatures))
+			break
+		}
+		sig, ok := l.Annotations[SignatureAnnotation]
+		if !ok {
+			reasons = append(reasons, fmt.Sprintf("layer %d has no %s annotation", i, SignatureAnnotation))
+			continue
+		}
+		if l.Size > maxPayloadBytes {
+			reasons = append(reasons, fmt.Sprintf("layer %d has a payload of %d bytes", i, l.Size))
+			continue
+		}
+		layer, err := img.LayerByDigest(l.Digest)
+		if err != nil {
+			return registryError(err, "reading the signatures of %s", ref)
+		}
+		rc, err := layer.Compressed()
+		if err != nil {
+			return registryError(err, "reading the signatures of %s", ref)
+		}
+		// The reader checks the payload against its digest at the end.
+		body, err := io.ReadAll(io.LimitReader(rc, maxPayloadBytes+1))
+		_ = rc.Close()
+		if err != nil {
+			if IsTransient(err) {
+				return fetchError(err, "reading the signatures of %s", ref)
+			}
+			reasons = append(reasons, fmt.Sprintf("layer %d: %v", i, err))
+			continue
+		}
+		raw, err := base64.StdEncoding.DecodeString(sig)
+		if err != nil {
+			reasons = append(reasons, fmt.Sprintf("layer %d: the signature is not base64", i))
+			continue
+		}
+		if !verifiesWithAny(verifiers, raw, body) {
+			reasons = append(reasons, fmt.Sprintf("layer %d: the signature does not verify with the given keys", i))
+			continue
+		}
+		signed, err := signedDigest(body)
+		if err != nil {
+			reasons = append(reasons, fmt.Sprintf("layer %d: %v", i, err))
+			continue
+		}
+		if signed != ref.DigestStr() {
+			mismatch = true
+			reasons = append(reasons, fmt.Sprintf("layer %d signs %s", i, signed))
+			continue
+		}
+		return nil
+	}
+	if mismatch {
+		return errorf(ReasonDigestMismatch, nil, "no signature of %s names its digest: %s", ref, strings.Join(reasons, "; "))
+	}
+	return errorf(ReasonVerificationFailed, nil, "no valid signature of %s: %s", ref, strings.Join(reasons, "; "))
+}
+
+func verifiesWithAny(verifiers []signature.Verifier, sig, body []byte) bool {
+	for _, v := range verifiers {
+		if v.VerifySignature(bytes.NewReader(sig), bytes.NewReader(body)) == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// signedDigest returns the manifest digest a simple-signing payload names.
+func signedDigest(body []byte) (string, error) {
+	var p payload.SimpleContainerImage
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&p); err != nil {
+		return "", fmt.Errorf("the payload is not simple-signing JSON: %w", err)
+	}
+	if p.Critical.Type != payload.CosignSignatureType {
+		return "", fmt.Errorf("the payload's type is %q, not %q", p.Critical.Type, payload.CosignSignatureType)
+	}
+	if p.Critical.Image.DockerManifestDigest == "" {
+		return "", errors.New("the payload names no manifest digest")
+	}
+	return p.Critical.Image.DockerManifestDigest, nil
+}
