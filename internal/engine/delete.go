@@ -73,7 +73,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, obj addonsv1alpha1.Add
 			if readyMessage(original) != msg {
 				r.event(obj, corev1.EventTypeWarning, EventDeletionBlocked, "Delete", "%s", msg)
 			}
-			markDeleting(obj.GetAddonStatus(), obj.GetGeneration(), msg)
+			_ = r.summarize(&reconcileState{addon: obj}, deleting(msg)) // a deleting outcome carries no error
 			return ctrl.Result{RequeueAfter: deletionRecheck}, r.patchStatus(ctx, original, obj)
 		}
 	}
@@ -87,7 +87,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, obj addonsv1alpha1.Add
 	}
 	if err != nil {
 		original := obj.DeepCopyObject().(addonsv1alpha1.Addon)
-		markDeleting(obj.GetAddonStatus(), obj.GetGeneration(), "deleting children: "+err.Error())
+		_ = r.summarize(&reconcileState{addon: obj}, deleting("deleting children: "+err.Error())) // err is returned below
 		if isForbidden(err) {
 			return ctrl.Result{RequeueAfter: forbiddenRetry}, r.patchStatus(ctx, original, obj)
 		}

@@ -32,6 +32,8 @@ const (
 	classFailed
 	// classStalled: a configuration error that needs a human; nothing was applied.
 	classStalled
+	// classDeleting: the add-on is being deleted and some children are not gone yet.
+	classDeleting
 )
 
 // outcome is what a phase returns: continue (the zero value), or stop with a condition
@@ -99,6 +101,12 @@ func refused(reason, message string) outcome {
 	return outcome{stop: true, class: classStalled, reason: reason, message: message}
 }
 
+// deleting ends a deletion that is not finished yet (children held by finalizers, or a
+// delete that failed and is retried) with Ready=False and Progressing=True, reason Deleting.
+func deleting(message string) outcome {
+	return outcome{stop: true, class: classDeleting, reason: addonsv1alpha1.ReasonDeleting, message: message}
+}
+
 // asTerminal makes the outcome's error terminal.
 func (o outcome) asTerminal() outcome {
 	o.terminal = true
@@ -152,6 +160,8 @@ func setConditions(s *addonsv1alpha1.AddonStatus, generation int64, out outcome)
 		markFailed(s, generation, out.reason, out.message)
 	case classStalled:
 		markStalled(s, generation, out.reason, out.message)
+	case classDeleting:
+		markDeleting(s, generation, out.message)
 	case classNone:
 	}
 	if out.degraded != nil {

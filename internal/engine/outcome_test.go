@@ -51,6 +51,8 @@ func TestSummarize(t *testing.T) {
 		{name: "refused is stalled without error", out: refused(addonsv1alpha1.ReasonNotPermitted, "no rule"),
 			wantReady: metav1.ConditionFalse, wantReason: addonsv1alpha1.ReasonNotPermitted, wantStalled: true,
 			wantDegraded: metav1.ConditionFalse},
+		{name: "deleting waits without error or Degraded", out: deleting("waiting for children to be deleted"),
+			wantReady: metav1.ConditionFalse, wantReason: addonsv1alpha1.ReasonDeleting},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			addon := &addonsv1alpha1.CoreDNS{ObjectMeta: metav1.ObjectMeta{Generation: 3}}
@@ -66,8 +68,20 @@ func TestSummarize(t *testing.T) {
 			if got := meta.IsStatusConditionTrue(conds, addonsv1alpha1.ConditionStalled); got != tc.wantStalled {
 				t.Errorf("Stalled = %v, want %v", got, tc.wantStalled)
 			}
-			if d := meta.FindStatusCondition(conds, addonsv1alpha1.ConditionDegraded); d == nil || d.Status != tc.wantDegraded {
+			switch d := meta.FindStatusCondition(conds, addonsv1alpha1.ConditionDegraded); {
+			case tc.wantDegraded == "" && d != nil:
+				t.Errorf("Degraded = %+v, want none", d)
+			case tc.wantDegraded != "" && (d == nil || d.Status != tc.wantDegraded):
 				t.Errorf("Degraded = %+v, want %s", d, tc.wantDegraded)
+			}
+			if tc.out.class == classDeleting {
+				p := meta.FindStatusCondition(conds, addonsv1alpha1.ConditionProgressing)
+				if p == nil || p.Status != metav1.ConditionTrue || p.Reason != addonsv1alpha1.ReasonDeleting {
+					t.Errorf("Progressing = %+v, want True/%s", p, addonsv1alpha1.ReasonDeleting)
+				}
+				if addon.Status.Phase != phaseDeleting {
+					t.Errorf("phase = %q, want %q", addon.Status.Phase, phaseDeleting)
+				}
 			}
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("error = %v, want error %v", err, tc.wantErr)
