@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"syscall"
@@ -122,11 +123,12 @@ func isNetworkError(err error) bool {
 		return retryableStatus(he.code)
 	}
 	var ne net.Error
-	if errors.As(err, &ne) {
+	if errors.As(err, &ne) && ne.Timeout() {
 		return true
 	}
 	var oe *net.OpError
-	return errors.As(err, &oe)
+	var de *net.DNSError
+	return errors.As(err, &oe) || errors.As(err, &de) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
 }
 
 func retryableStatus(code int) bool {

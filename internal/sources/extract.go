@@ -177,9 +177,6 @@ func (w *treeWriter) File(name string, r io.Reader) error {
 		if errors.As(err, &se) {
 			return se
 		}
-		if isNetworkError(err) {
-			return fetchError(err, "reading %s", name)
-		}
 		return errorf(ReasonArchiveRefused, err, "reading %s", name)
 	}
 	return nil
@@ -190,6 +187,23 @@ func (w *treeWriter) File(name string, r io.Reader) error {
 // hard links, devices, pipes, duplicate entries, and an archive over a cap; on a refusal
 // dir holds a partial tree the caller removes. Nothing extracted is made executable.
 func Extract(r io.Reader, dir string, limits Limits) error {
+	src := &trackingReader{r: r}
+	err := extract(src, dir, limits)
+	if err == nil {
+		return nil
+	}
+	if src.err != nil {
+		// The archive's own reader failed (the network, a digest check): not the archive.
+		return fetchError(src.err, "reading the archive")
+	}
+	var se *Error
+	if errors.As(err, &se) {
+		return se
+	}
+	return errorf(ReasonArchiveRefused, err, "the archive is not a valid tar")
+}
+
+func extract(r io.Reader, dir string, limits Limits) error {
 	br := bufio.NewReader(r)
 	var src io.Reader = br
 	if magic, _ := br.Peek(2); bytes.Equal(magic, []byte{0x1f, 0x8b}) {
@@ -208,14 +222,7 @@ func Extract(r io.Reader, dir string, limits Limits) error {
 			return nil
 		}
 		if err != nil {
-			var se *Error
-			if errors.As(err, &se) {
-				return se
-			}
-			if isNetworkError(err) {
-				return fetchError(err, "reading the archive")
-			}
-			return errorf(ReasonArchiveRefused, err, "the archive is not a valid tar")
+			return err
 		}
 		switch hdr.Typeflag {
 		case tar.TypeDir:
@@ -239,6 +246,20 @@ func Extract(r io.Reader, dir string, limits Limits) error {
 			return err
 		}
 	}
+}
+
+// trackingReader remembers the first error of the reader it wraps, other than EOF.
+type trackingReader struct {
+	r   io.Reader
+	err error
+}
+
+func (t *trackingReader) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) && t.err == nil {
+		t.err = err
+	}
+	return n, err
 }
 
 // errorOf turns an error from a writer or reader into an *Error, keeping one already.

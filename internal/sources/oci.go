@@ -54,7 +54,11 @@ func (f *fetcher) remoteOptions(ctx context.Context, req Request, id string, ref
 	if err != nil {
 		return nil, err
 	}
-	opts := []remote.Option{remote.WithContext(ctx), remote.WithTransport(t), remote.WithAuth(auth),
+	var rt http.RoundTripper = t
+	if !req.Auth.Insecure {
+		rt = httpsOnly{t}
+	}
+	opts := []remote.Option{remote.WithContext(ctx), remote.WithTransport(rt), remote.WithAuth(auth),
 		remote.WithUserAgent("kaddons"), remote.WithRetryBackoff(retryBackoff)}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -295,4 +299,15 @@ func normalizeRegistry(key string) string {
 func notFound(err error) bool {
 	var te *transport.Error
 	return errors.As(err, &te) && te.StatusCode == http.StatusNotFound
+}
+
+// httpsOnly refuses plain HTTP. go-containerregistry falls back to HTTP for registries
+// on private and loopback addresses; a source that did not ask for insecure never does.
+type httpsOnly struct{ next http.RoundTripper }
+
+func (h httpsOnly) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Scheme != "https" {
+		return nil, fmt.Errorf("refusing plain HTTP to %s: the source is not marked insecure", r.URL.Host)
+	}
+	return h.next.RoundTrip(r)
 }
