@@ -1,7 +1,10 @@
 package main
 
 import (
+	"context"
 	"flag"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,7 +13,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	addonv1alpha1 "sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/addon/pkg/apis/v1alpha1"
 
 	"github.com/kaddons/kaddons/internal/channels"
@@ -278,5 +286,94 @@ func TestZapLevel(t *testing.T) {
 		if got := zapLevel(tc.level); got != tc.want {
 			t.Errorf("zapLevel(%q) = %v, want %v", tc.level, got, tc.want)
 		}
+	}
+}
+
+// TestCacheSyncedReadyCheck runs the ready check against a real informer cache whose API
+// server holds back the first list: the check fails before the cache starts and while it
+// waits for that list, and passes once the list is answered and the informer has synced.
+func TestCacheSyncedReadyCheck(t *testing.T) {
+	release := make(chan struct{})
+	lists := make(chan struct{}, 16)
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/api/v1/configmaps" {
+			http.NotFound(w, r)
+			return
+		}
+		q := r.URL.Query()
+		switch {
+		case q.Get("watch") != "" && q.Get("sendInitialEvents") == "true":
+			// No streaming lists here: the reflector falls back to list and watch.
+			http.Error(w, "streaming lists are not served", http.StatusBadRequest)
+		case q.Get("watch") != "":
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		default:
+			lists <- struct{}{}
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]}`))
+		}
+	}))
+	t.Cleanup(server.Close)
+	// Unblock a list still held when the test ends, so that the server can close.
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+
+	scheme := runtime.NewScheme()
+	if err := corev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace)
+	c, err := cache.New(&rest.Config{Host: server.URL}, cache.Options{Scheme: scheme, Mapper: mapper, HTTPClient: server.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if _, err := c.GetInformer(ctx, &corev1.ConfigMap{}); err != nil {
+		t.Fatal(err)
+	}
+	check := cacheSynced(c)
+	probe := func() error {
+		req := httptest.NewRequestWithContext(ctx, http.MethodGet, "/readyz/readyz", nil)
+		return check(req)
+	}
+
+	if err := probe(); err == nil || !strings.Contains(err.Error(), "have not synced") {
+		t.Fatalf("before the cache starts: check = %v, want an error saying the caches have not synced", err)
+	}
+	go func() { _ = c.Start(ctx) }()
+	select {
+	case <-lists:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the informer never listed ConfigMaps")
+	}
+	if err := probe(); err == nil {
+		t.Fatal("while the first list is held back: check passed, want an error")
+	}
+	close(release)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := probe()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the list was answered: check = %v, want it to pass", err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -1,0 +1,269 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+
+	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+)
+
+// testImpersonator returns an Impersonator on an address nothing listens on: building
+// its clients makes no request.
+func testImpersonator(t *testing.T) *Impersonator {
+	t.Helper()
+	s := testScheme(t)
+	return NewImpersonator(&rest.Config{Host: "https://127.0.0.1:1"}, &http.Client{Transport: http.DefaultTransport}, s, testMapper(s))
+}
+
+func TestIdentityFor(t *testing.T) {
+	tenantSA := types.NamespacedName{Namespace: "team-a", Name: "addons"}
+	for _, tc := range []struct {
+		name      string
+		namespace string
+		saName    string
+		tenancy   *Tenancy
+		// noImpersonator builds the reconciler without an Impersonator.
+		noImpersonator bool
+		// wantSA is the ServiceAccount acted as; zero for the operator.
+		wantSA types.NamespacedName
+		// wantRefusal is a fragment of the refusal message; empty for none.
+		wantRefusal string
+		wantErr     string
+	}{
+		{name: "no tenancy trusts every namespace", namespace: "team-a"},
+		{name: "a trusted namespace is applied as the operator", namespace: "kube-system",
+			tenancy: &Tenancy{TrustedNamespaces: []string{"kube-system"}}},
+		{name: "the wildcard trusts every namespace", namespace: "team-a",
+			tenancy: &Tenancy{TrustedNamespaces: []string{TrustAll}}},
+		{name: "an untrusted namespace takes the default ServiceAccount", namespace: "team-a",
+			tenancy: &Tenancy{TrustedNamespaces: []string{"kube-system"}, DefaultServiceAccountName: "addons"},
+			wantSA:  tenantSA},
+		{name: "spec.serviceAccountName wins over the default", namespace: "team-a", saName: "mine",
+			tenancy: &Tenancy{TrustedNamespaces: []string{"kube-system"}, DefaultServiceAccountName: "addons"},
+			wantSA:  types.NamespacedName{Namespace: "team-a", Name: "mine"}},
+		{name: "spec.serviceAccountName is used even in a trusted namespace", namespace: "kube-system", saName: "mine",
+			tenancy: &Tenancy{TrustedNamespaces: []string{"kube-system"}},
+			wantSA:  types.NamespacedName{Namespace: "kube-system", Name: "mine"}},
+		{name: "the ServiceAccount is always of the add-on's own namespace", namespace: "team-b", saName: "addons",
+			wantSA: types.NamespacedName{Namespace: "team-b", Name: "addons"}},
+		{name: "an untrusted namespace without a ServiceAccount is refused", namespace: "team-a",
+			tenancy:     &Tenancy{TrustedNamespaces: []string{"kube-system"}},
+			wantRefusal: "namespace team-a is not trusted by the operator"},
+		{name: "no Impersonator is an error, not the operator's identity", namespace: "team-a", saName: "addons",
+			noImpersonator: true, wantErr: "cannot impersonate ServiceAccounts"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _ := testReconciler(t, Options{})
+			if !tc.noImpersonator {
+				r.impersonator = testImpersonator(t)
+			}
+			addon := &addonsv1alpha1.CoreDNS{ObjectMeta: metav1.ObjectMeta{Namespace: tc.namespace, Name: "dns"}}
+			addon.Spec.ServiceAccountName = tc.saName
+			id, refusal, err := r.identityFor(addon, tc.tenancy)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error = %v, want one containing %q", err, tc.wantErr)
+				}
+				if id.applier != nil || id.live != nil {
+					t.Errorf("identity = %+v on error, want none", id)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("identityFor: %v", err)
+			}
+			if tc.wantRefusal != "" {
+				if !strings.Contains(refusal, tc.wantRefusal) || !strings.Contains(refusal, "spec.serviceAccountName") {
+					t.Errorf("refusal = %q, want it to contain %q and name spec.serviceAccountName", refusal, tc.wantRefusal)
+				}
+				if id.applier != nil || id.live != nil {
+					t.Errorf("identity = %+v with a refusal, want none", id)
+				}
+				return
+			}
+			if refusal != "" {
+				t.Fatalf("refusal = %q, want none", refusal)
+			}
+			if id.serviceAccount != tc.wantSA {
+				t.Errorf("ServiceAccount = %v, want %v", id.serviceAccount, tc.wantSA)
+			}
+			if id.applier == nil || id.live == nil {
+				t.Fatalf("identity = %+v, want an applier and a live reader", id)
+			}
+			if tc.wantSA.Name == "" {
+				if id.applier != r.applier || id.live != r.reader || id.impersonating() {
+					t.Errorf("identity is not the operator's own applier and reader")
+				}
+				return
+			}
+			// An impersonated identity writes and reads live only through the
+			// ServiceAccount's client, checks access first, and still reads the shared cache.
+			want, err := r.impersonator.ClientFor(tc.wantSA)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !id.impersonating() || id.live != want || id.applier.client != want || id.applier.reader != want {
+				t.Errorf("identity does not act through the ServiceAccount's client")
+			}
+			if id.applier.cache != r.client || !id.applier.checkAccess || id.applier.as != "ServiceAccount "+tc.wantSA.String() {
+				t.Errorf("applier = {cache shared: %v, checkAccess: %v, as: %q}, want the shared cache, access checks and %q",
+					id.applier.cache == r.client, id.applier.checkAccess, id.applier.as, "ServiceAccount "+tc.wantSA.String())
+			}
+		})
+	}
+}
+
+func TestImpersonatePhase(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		saName         string
+		tenancy        *Tenancy
+		noImpersonator bool
+		wantStop       bool
+		wantClass      conditionClass
+		wantReason     string
+		wantErr        bool
+	}{
+		{name: "trusted proceeds as the operator"},
+		{name: "a ServiceAccount proceeds as it", saName: "addons"},
+		{name: "refused is stalled without an error", tenancy: &Tenancy{TrustedNamespaces: []string{"kube-system"}},
+			wantStop: true, wantClass: classStalled, wantReason: addonsv1alpha1.ReasonNotPermitted},
+		{name: "no Impersonator fails Forbidden and is retried", saName: "addons", noImpersonator: true,
+			wantStop: true, wantClass: classFailed, wantReason: addonsv1alpha1.ReasonForbidden, wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _ := testReconciler(t, Options{})
+			if !tc.noImpersonator {
+				r.impersonator = testImpersonator(t)
+			}
+			addon := &addonsv1alpha1.CoreDNS{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "dns"}}
+			addon.Spec.ServiceAccountName = tc.saName
+			st := &reconcileState{addon: addon, settings: Settings{Tenancy: tc.tenancy}}
+			out := r.impersonate(context.Background(), st)
+			if out.stop != tc.wantStop || out.class != tc.wantClass || out.reason != tc.wantReason || (out.err != nil) != tc.wantErr {
+				t.Fatalf("outcome = %+v, want stop %v, class %v, reason %q, error %v", out, tc.wantStop, tc.wantClass, tc.wantReason, tc.wantErr)
+			}
+			if out.terminal {
+				t.Errorf("outcome is terminal; RBAC or configuration may change")
+			}
+			got := r.actingAs(st)
+			switch {
+			case tc.wantStop && st.identity.applier != nil:
+				t.Errorf("a stopped impersonate set the identity %s", st.identity.describe())
+			case !tc.wantStop && tc.saName != "" && got.serviceAccount != (types.NamespacedName{Namespace: "team-a", Name: tc.saName}):
+				t.Errorf("acting as %s, want ServiceAccount team-a/%s", got.describe(), tc.saName)
+			case !tc.wantStop && tc.saName == "" && (got.impersonating() || got.applier != r.applier):
+				t.Errorf("acting as %s, want the operator", got.describe())
+			}
+		})
+	}
+}
+
+func TestActingAsBeforeImpersonate(t *testing.T) {
+	r, _ := testReconciler(t, Options{})
+	id := r.actingAs(&reconcileState{})
+	if id.impersonating() || id.applier != r.applier || id.live != r.reader || id.describe() != "the operator" {
+		t.Errorf("before impersonate ran, acting as %q (applier is the operator's: %v), want the operator",
+			id.describe(), id.applier == r.applier)
+	}
+}
+
+func TestIdentityDescribe(t *testing.T) {
+	for _, tc := range []struct {
+		id   identity
+		want string
+	}{
+		{id: identity{}, want: "the operator"},
+		{id: identity{serviceAccount: types.NamespacedName{Namespace: "team-a", Name: "addons"}}, want: "ServiceAccount team-a/addons"},
+	} {
+		if got := tc.id.describe(); got != tc.want {
+			t.Errorf("describe() = %q, want %q", got, tc.want)
+		}
+	}
+}
+
+func TestImpersonatorClientFor(t *testing.T) {
+	im := testImpersonator(t)
+	a := types.NamespacedName{Namespace: "team-a", Name: "addons"}
+	first, err := im.ClientFor(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _ := im.ClientFor(a)
+	other, _ := im.ClientFor(types.NamespacedName{Namespace: "team-b", Name: "addons"})
+	if first != again {
+		t.Errorf("a second ClientFor of the same ServiceAccount built a new client")
+	}
+	if first == other {
+		t.Errorf("two ServiceAccounts share one client")
+	}
+	for i := range maxImpersonatedClients + 1 {
+		if _, err := im.ClientFor(types.NamespacedName{Namespace: "ns", Name: fmt.Sprint(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(im.clients); n > maxImpersonatedClients {
+		t.Errorf("the Impersonator keeps %d clients, want at most %d", n, maxImpersonatedClients)
+	}
+}
+
+func TestForbiddenError(t *testing.T) {
+	deploy := addonsv1alpha1.ObjectReference{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "team-a", Name: "coredns"}
+	role := addonsv1alpha1.ObjectReference{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole", Name: "system:coredns"}
+	apiRefusal := apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "coredns", errors.New("no"))
+	for _, tc := range []struct {
+		name       string
+		err        *forbiddenError
+		wantPrefix string
+		wantParts  []string
+		wantAPI    bool
+	}{
+		{name: "one refusal",
+			err:        &forbiddenError{as: "ServiceAccount team-a/addons", denied: []accessRequest{{verb: verbCreate, ref: deploy}}},
+			wantPrefix: "ServiceAccount team-a/addons may not create ", wantParts: []string{deploy.String()}},
+		{name: "every refusal named, in order",
+			err: &forbiddenError{as: "ServiceAccount team-a/addons", denied: []accessRequest{
+				{verb: verbPatch, ref: deploy}, {verb: verbDelete, ref: role}}},
+			wantPrefix: "ServiceAccount team-a/addons may not patch ",
+			wantParts:  []string{"patch " + deploy.String() + ", delete " + role.String()}},
+		{name: "the API server's refusal is kept",
+			err: &forbiddenError{as: "ServiceAccount team-a/addons", denied: []accessRequest{{verb: verbCreate, ref: deploy}},
+				err: apiRefusal},
+			wantPrefix: "ServiceAccount team-a/addons may not create ", wantParts: []string{deploy.String()}, wantAPI: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			msg := tc.err.Error()
+			if !strings.HasPrefix(msg, tc.wantPrefix) || !strings.HasSuffix(msg, "; nothing was written") {
+				t.Errorf("message = %q, want it to start with %q and end with %q", msg, tc.wantPrefix, "; nothing was written")
+			}
+			for _, part := range tc.wantParts {
+				if !strings.Contains(msg, part) {
+					t.Errorf("message = %q, want it to name %q", msg, part)
+				}
+			}
+			wrapped := fmt.Errorf("applying: %w", tc.err)
+			if !isForbidden(wrapped) || !isForbidden(errors.Join(errors.New("other"), tc.err)) {
+				t.Errorf("isForbidden misses a wrapped or joined forbiddenError")
+			}
+			if got := apierrors.IsForbidden(wrapped); got != tc.wantAPI {
+				t.Errorf("the API server's refusal through Unwrap = %v, want %v", got, tc.wantAPI)
+			}
+		})
+	}
+	if !isForbidden(apiRefusal) {
+		t.Errorf("isForbidden misses the API server's 403")
+	}
+	if isForbidden(errors.New("connection refused")) || isForbidden(nil) {
+		t.Errorf("isForbidden takes a non-RBAC error for a refusal")
+	}
+}
