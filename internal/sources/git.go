@@ -2,11 +2,13 @@ package sources
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 
 	"github.com/Masterminds/semver/v3"
@@ -67,14 +69,9 @@ func (f *fetcher) fetchGit(ctx context.Context, req Request, id string) (*Artifa
 		return f.finish(id, resolution, revision, e, "", false)
 	}
 
-	opts := &git.CloneOptions{URL: req.URL, Auth: auth, CABundle: req.Auth.CA, NoCheckout: true, Tags: git.NoTags}
-	if refName != "" {
-		opts.ReferenceName, opts.SingleBranch, opts.Depth = refName, true, 1
-	}
-	storage := filesystem.NewStorage(osfs.New(filepath.Join(work, "git")), gitcache.NewObjectLRUDefault())
-	repo, err := git.CloneContext(ctx, storage, nil, opts)
+	repo, err := gitClone(ctx, req, auth, refName, filepath.Join(work, "git"))
 	if err != nil {
-		return nil, fetchError(err, "cloning %s", req.URL)
+		return nil, err
 	}
 	c, err := repo.CommitObject(commit)
 	if err != nil {
@@ -115,6 +112,34 @@ func (f *fetcher) fetchGit(ctx context.Context, req Request, id string) (*Artifa
 	return f.finish(id, resolution, revision, e, "", false)
 }
 
+// gitClone fetches refName (shallow) into a bare repository at dir, or, for a commit
+// (no refName), every branch and tag, since servers need not serve an arbitrary commit.
+func gitClone(ctx context.Context, req Request, auth transport.AuthMethod, refName plumbing.ReferenceName, dir string) (*git.Repository, error) {
+	storage := filesystem.NewStorage(osfs.New(dir), gitcache.NewObjectLRUDefault())
+	if refName != "" {
+		repo, err := git.CloneContext(ctx, storage, nil, &git.CloneOptions{URL: req.URL, Auth: auth, CABundle: req.Auth.CA,
+			NoCheckout: true, Tags: git.NoTags, ReferenceName: refName, SingleBranch: true, Depth: 1})
+		if err != nil {
+			return nil, fetchError(err, "cloning %s", req.URL)
+		}
+		return repo, nil
+	}
+	repo, err := git.Init(storage, nil)
+	if err != nil {
+		return nil, errorf(ReasonFetchFailed, err, "preparing a repository")
+	}
+	remote, err := repo.CreateRemote(&config.RemoteConfig{Name: "origin", URLs: []string{req.URL}})
+	if err != nil {
+		return nil, errorf(ReasonFetchFailed, err, "preparing a repository")
+	}
+	err = remote.FetchContext(ctx, &git.FetchOptions{Auth: auth, CABundle: req.Auth.CA, Tags: git.NoTags,
+		RefSpecs: []config.RefSpec{"+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*"}})
+	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
+		return nil, fetchError(err, "fetching %s", req.URL)
+	}
+	return repo, nil
+}
+
 // resolveGitRef lists the remote's refs and returns the one the request selects and its
 // commit: Commit, else Tag, else the highest tag in the SemVer range, else Branch, else
 // the remote's HEAD. A commit returns no ref name.
@@ -139,6 +164,18 @@ func resolveGitRef(ctx context.Context, req Request, auth transport.AuthMethod) 
 			head = r.Target()
 		case r.Type() == plumbing.HashReference:
 			hashes[r.Name()] = r.Hash()
+		}
+	}
+	if h, ok := hashes[plumbing.HEAD]; ok && head == "" {
+		// A server that does not say which branch HEAD is: the branch at the same commit.
+		var names []string
+		for n, nh := range hashes {
+			if n.IsBranch() && nh == h {
+				names = append(names, string(n))
+			}
+		}
+		if sort.Strings(names); len(names) > 0 {
+			head = plumbing.ReferenceName(names[0])
 		}
 	}
 	// commitOf prefers the peeled commit of an annotated tag.
