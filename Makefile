@@ -51,6 +51,7 @@ fmt: ## Run go fmt against code.
 vet: ## Run go vet against code (the e2e suite included).
 	go vet ./...
 	go vet -tags e2e ./test/...
+	go vet -tags e2e,faults ./test/e2e/...
 
 .PHONY: verify
 verify: manifests generate build-installer helm ## Fail when generated code, manifests, dist/ (installer, chart) are stale, or go.mod is untidy.
@@ -276,6 +277,11 @@ demo-down: ## Stop the demo's operator and local cluster and delete their state.
 test-e2e: ## Run the end-to-end suite against a local cluster of its own (test/e2e).
 	hack/toolchain.sh build
 	go test -tags e2e ./test/e2e/... -count=1 -timeout 30m -v
+
+.PHONY: test-faults
+test-faults: ## Run the fault suite on a local cluster of its own: control-plane restarts, API errors and cut watches, manager crashes, leader failover, stuck finalizers (test/e2e, tag faults).
+	hack/toolchain.sh build
+	go test -tags e2e,faults ./test/e2e/... -run '^TestFault' -count=1 -timeout 30m -v
 
 ##@ Benchmarks
 

@@ -30,6 +30,10 @@
 #   LOCAL_CLUSTER_TIMEOUT         seconds to wait for each readiness step (default 180)
 #   LOCAL_CLUSTER_LOG_LINES       lines per component printed by `logs` (default 60)
 #   LOCAL_CLUSTER_BIN_DIR         use binaries from this folder instead of hack/toolchain.sh
+#   LOCAL_CLUSTER_RESTART_DEPENDENTS
+#                                 1 (default): `up` also restarts what depends on a component
+#                                 it starts; 0: it starts only what is stopped (the fault
+#                                 suite restarts etcd alone, under a running kube-apiserver)
 # The ports and CIDRs used by the last `up` are remembered in the state folder, so later
 # commands against the same folder need not repeat the overrides.
 set -euo pipefail
@@ -666,7 +670,9 @@ cmd_up() {
   # Whatever depends on a component that (re)starts is restarted too: after the apiserver
   # comes back, the clients' watches can sit in client-go's retry backoff for tens of
   # seconds (they hit it while RBAC was not ready yet), which delays every controller.
-  if [[ " ${to_start[*]} " == *" etcd "* ]]; then
+  if [[ ${LOCAL_CLUSTER_RESTART_DEPENDENTS:-1} == 0 ]]; then
+    restart=()
+  elif [[ " ${to_start[*]} " == *" etcd "* ]]; then
     restart=("${COMPONENTS[@]:1}")
   elif [[ " ${to_start[*]} " == *" kube-apiserver "* ]]; then
     restart=(kube-controller-manager kube-scheduler kwok)
