@@ -1,7 +1,7 @@
 // Command kubectl-kaddons is the kubectl plugin of kaddons (`kubectl kaddons ...`): it
 // renders add-ons exactly as the operator would apply them, diffs them against a
-// cluster by server-side dry-run, lists the add-ons and their readiness, and prints the
-// client's and the operator's versions. Its kubeconfig flags are kubectl's own.
+// cluster by server-side dry-run, lists the add-ons and their readiness, prints the
+// client's and the operator's versions, and builds, pushes and verifies channel bundles. Its kubeconfig flags are kubectl's own.
 package main
 
 import (
@@ -77,6 +77,7 @@ func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		newDiffCommand(kube, streams),
 		newGetCommand(kube, streams),
 		newVersionCommand(kube, streams),
+		newBundleCommand(streams),
 	)
 	return root
 }

@@ -423,3 +423,12 @@ func isNotFound(err error) bool {
 	var te *transport.Error
 	return errors.As(err, &te) && te.StatusCode == http.StatusNotFound
 }
+
+// ParseDigest parses a reference by digest (repository@sha256:<hex>).
+func ParseDigest(ref string, opts RegistryOptions) (name.Digest, error) {
+	var nopts []name.Option
+	if opts.Insecure {
+		nopts = append(nopts, name.Insecure)
+	}
+	return name.NewDigest(ref, nopts...)
+}
