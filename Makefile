@@ -283,6 +283,12 @@ test-faults: ## Run the fault suite on a local cluster of its own: control-plane
 	hack/toolchain.sh build
 	go test -tags e2e,faults ./test/e2e/... -run '^TestFault' -count=1 -timeout 30m -v
 
+.PHONY: test-bootstrap
+test-bootstrap: ## Drive the real bootstrap tools against local clusters: Cluster API's ClusterResourceSet and Flux (test/e2e, tag bootstrap).
+	hack/toolchain.sh build
+	hack/toolchain.sh build capi flux
+	go test -tags e2e,bootstrap ./test/e2e/... -run '^TestBootstrap' -count=1 -timeout 30m -v
+
 ##@ Benchmarks
 
 ## Sizes and unrelated objects `make bench` measures; BENCH_FLAGS passes more flags (see `go run ./test/bench -h`).

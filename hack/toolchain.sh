@@ -8,10 +8,19 @@
 # ($KADDONS_TOOLCHAIN_CACHE, default ~/.cache/kaddons/toolchain), so a fresh clone on the
 # same machine (CI) copies them instead of compiling Kubernetes again.
 #
+# Optional components, built only when named:
+#   kubeadm  renders the test data under test/testdata/kubeadm
+#   capi     the Cluster API core manager (hack/tools/capi), with its CRDs and webhook
+#            configurations copied out of the module
+#   flux     Flux's source-controller and kustomize-controller (hack/tools/flux), with
+#            their CRDs
+# capi and flux are folders named after their versions under the toolchain folder
+# (`dir capi` prints it), so that a version bump in their tool module builds anew.
+#
 # Usage:
 #   hack/toolchain.sh [build] [component...]   build what is missing (default: everything
-#                                              but the optional kubeadm)
-#   hack/toolchain.sh dir                      print the versioned binary folder
+#                                              but the optional components)
+#   hack/toolchain.sh dir [capi|flux]          print the versioned binary folder
 #   hack/toolchain.sh id                       print the toolchain id
 set -euo pipefail
 # The Go toolchain is pinned, as in the Makefile and go.mod; the go command fetches it from
@@ -22,8 +31,10 @@ export GOTOOLCHAIN=go1.27.3
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TOOLS=${ROOT}/hack/tools
 ALL_COMPONENTS=(etcd kube-apiserver kubectl kube-controller-manager kube-scheduler kwok)
-# Built only when named: kubeadm renders the test data under test/testdata/kubeadm.
-OPTIONAL_COMPONENTS=(kubeadm)
+# Built only when named (see above).
+OPTIONAL_COMPONENTS=(kubeadm capi flux)
+# BUNDLES are the optional components that are folders: binaries, CRDs and manifests.
+BUNDLES=(capi flux)
 
 log() { printf '[toolchain] %s\n' "$*" >&2; }
 die() { printf '[toolchain] error: %s\n' "$*" >&2; exit 1; }
@@ -83,6 +94,29 @@ progress() {
   done
 }
 
+# compile builds package $3 of tool module $2 into the file $4, with the progress lines
+# and the duration record of name $1 and extra linker flags $5.
+compile() {
+  local name=$1 module=$2 pkg=$3 out=$4 ldflags=${5:-} last start ticker rc=0
+  last=$(last_duration "${name}")
+  if [[ -n ${last} ]]; then
+    log "compiling ${name} from ${pkg}; the last build on this machine took $(fmt_duration "${last}")"
+  else
+    log "compiling ${name} from ${pkg} (this compiles from source and can take minutes)"
+  fi
+  start=$(date +%s)
+  progress "${name}" "${start}" "${last}" &
+  ticker=$!
+  (cd "${TOOLS}/${module}" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w ${ldflags}" \
+    -o "${out}.tmp" "${pkg}") || rc=$?
+  kill "${ticker}" 2>/dev/null || true
+  wait "${ticker}" 2>/dev/null || true
+  ((rc == 0)) || die "compiling ${name} failed (exit ${rc})"
+  mv "${out}.tmp" "${out}"
+  record_duration "${name}" $(($(date +%s) - start))
+  log "built ${name} in $(fmt_duration $(($(date +%s) - start)))"
+}
+
 # build_component compiles one component into the cache folder.
 build_component() {
   local name=$1 module pkg ldflags=""
@@ -103,30 +137,89 @@ build_component() {
     kwok) module=kwok; pkg=sigs.k8s.io/kwok/cmd/kwok ;;
     *) die "unknown component ${name} (known: ${ALL_COMPONENTS[*]} ${OPTIONAL_COMPONENTS[*]})" ;;
   esac
-  local last start ticker rc=0
-  last=$(last_duration "${name}")
-  if [[ -n ${last} ]]; then
-    log "compiling ${name} from ${pkg}; the last build on this machine took $(fmt_duration "${last}")"
-  else
-    log "compiling ${name} from ${pkg} (this compiles from source and can take minutes)"
-  fi
-  start=$(date +%s)
-  progress "${name}" "${start}" "${last}" &
-  ticker=$!
-  (cd "${TOOLS}/${module}" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w ${ldflags}" \
-    -o "${CACHE}/${name}.tmp" "${pkg}") || rc=$?
-  kill "${ticker}" 2>/dev/null || true
-  wait "${ticker}" 2>/dev/null || true
-  ((rc == 0)) || die "compiling ${name} failed (exit ${rc})"
-  mv "${CACHE}/${name}.tmp" "${CACHE}/${name}"
-  record_duration "${name}" $(($(date +%s) - start))
-  log "built ${name} in $(fmt_duration $(($(date +%s) - start)))"
+  compile "${name}" "${module}" "${pkg}" "${CACHE}/${name}" "${ldflags}"
+}
+
+# is_bundle tells whether component $1 is a folder (capi, flux).
+is_bundle() {
+  [[ " ${BUNDLES[*]} " == *" $1 "* ]]
+}
+
+# module_dir prints where the module cache holds module $2 of tool module $1.
+module_dir() {
+  (cd "${TOOLS}/$1" && go mod download "$2" && go list -m -f '{{.Dir}}' "$2")
+}
+
+# bundle_name prints the folder name of bundle $1: the component and its pinned versions.
+bundle_name() {
+  case "$1" in
+    capi) echo "capi-$(module_version capi sigs.k8s.io/cluster-api)" ;;
+    flux)
+      echo "flux_source-controller-$(module_version flux github.com/fluxcd/source-controller)_kustomize-controller-$(module_version flux github.com/fluxcd/kustomize-controller)"
+      ;;
+    *) die "unknown bundle $1 (known: ${BUNDLES[*]})" ;;
+  esac
+}
+
+# bundle_binaries prints the binaries of bundle $1 (the names of their duration records).
+bundle_binaries() {
+  case "$1" in
+    capi) echo cluster-api-manager ;;
+    flux) echo source-controller kustomize-controller ;;
+  esac
+}
+
+# copy_yaml copies the YAML files of folder $1 into folder $2.
+copy_yaml() {
+  [[ -d $1 ]] || die "$1 is missing"
+  mkdir -p "$2"
+  cp "$1"/*.yaml "$2"/
+  chmod u+w "$2"/*.yaml
+}
+
+# build_bundle compiles the binaries of bundle $1 into the cache folder $2 and copies the
+# CRDs (crds/) and manifests its tests apply out of the modules.
+build_bundle() {
+  local name=$1 out=$2 tmp=$2.tmp dir version
+  rm -rf "${tmp}"
+  mkdir -p "${tmp}"
+  case "${name}" in
+    capi)
+      version=$(module_version capi sigs.k8s.io/cluster-api)
+      compile cluster-api-manager capi sigs.k8s.io/cluster-api/core "${tmp}/cluster-api-manager" \
+        "-X sigs.k8s.io/cluster-api/version.gitVersion=${version} -X sigs.k8s.io/cluster-api/version.gitTreeState=clean"
+      dir=$(module_dir capi sigs.k8s.io/cluster-api)
+      copy_yaml "${dir}/core/config/crd/bases" "${tmp}/crds"
+      # The webhook configurations name a Service; the suite points them at the manager.
+      cp "${dir}/core/config/webhook/manifests.yaml" "${tmp}/webhooks.yaml"
+      chmod u+w "${tmp}/webhooks.yaml"
+      ;;
+    flux)
+      compile source-controller flux github.com/fluxcd/source-controller "${tmp}/source-controller"
+      compile kustomize-controller flux github.com/fluxcd/kustomize-controller "${tmp}/kustomize-controller"
+      copy_yaml "$(module_dir flux github.com/fluxcd/source-controller)/config/crd/bases" "${tmp}/crds"
+      copy_yaml "$(module_dir flux github.com/fluxcd/kustomize-controller)/config/crd/bases" "${tmp}/crds"
+      ;;
+  esac
+  rm -rf "${out}"
+  mv "${tmp}" "${out}"
 }
 
 # plan prints which of the components $@ need compiling, and how long they took last time.
 plan() {
   local name last todo=() total=0 unknown=()
+  local binary bundle
   for name in "$@"; do
+    if is_bundle "${name}"; then
+      bundle=$(bundle_name "${name}")
+      [[ -d "${DEST}/${bundle}" || -d "${CACHE}/${bundle}" ]] && continue
+      todo+=("${name}")
+      for binary in $(bundle_binaries "${name}"); do
+        last=$(last_duration "${binary}")
+        if [[ -n ${last} ]]; then total=$((total + last)); else unknown+=("${binary}"); fi
+      done
+      continue
+    fi
     [[ -x "${DEST}/${name}" || -x "${CACHE}/${name}" ]] && continue
     todo+=("${name}")
     last=$(last_duration "${name}")
@@ -134,7 +227,7 @@ plan() {
   done
   [[ ${#todo[@]} -gt 0 ]] || return 0
   local estimate="the last builds on this machine took $(fmt_duration "${total}") in all"
-  if [[ ${#unknown[@]} -eq ${#todo[@]} ]]; then
+  if [[ ${total} -eq 0 ]]; then
     estimate="no earlier build on this machine: expect minutes each"
   elif [[ ${#unknown[@]} -gt 0 ]]; then
     estimate+=", plus ${unknown[*]} never built here"
@@ -162,7 +255,20 @@ cmd_build() {
   [[ ${#components[@]} -gt 0 ]] || components=("${ALL_COMPONENTS[@]}")
   mkdir -p "${CACHE}" "${DEST}"
   plan "${components[@]}"
+  local bundle
   for name in "${components[@]}"; do
+    if is_bundle "${name}"; then
+      bundle=$(bundle_name "${name}")
+      [[ -d "${DEST}/${bundle}" ]] && continue
+      if [[ -d "${CACHE}/${bundle}" ]]; then
+        log "${name}: using cached build in ${CACHE}/${bundle}"
+      else
+        build_bundle "${name}" "${CACHE}/${bundle}"
+      fi
+      rm -rf "${DEST}/${bundle}.tmp"
+      cp -r "${CACHE}/${bundle}" "${DEST}/${bundle}.tmp" && mv "${DEST}/${bundle}.tmp" "${DEST}/${bundle}"
+      continue
+    fi
     if [[ -x "${DEST}/${name}" ]]; then
       continue
     fi
@@ -182,7 +288,14 @@ cmd_build() {
 
 case "${1:-build}" in
   build) shift || true; cmd_build "$@" ;;
-  dir) echo "${DEST}" ;;
+  dir)
+    if [[ $# -gt 1 ]]; then
+      is_bundle "$2" || die "dir takes a bundle (${BUNDLES[*]}), not $2"
+      echo "${DEST}/$(bundle_name "$2")"
+    else
+      echo "${DEST}"
+    fi
+    ;;
   id) echo "${TOOLCHAIN_ID}" ;;
   -h|--help|help) sed -n '2,/^set -euo/{/^#/p;}' "$0" | sed 's/^# \{0,1\}//' ;;
   *) cmd_build "$@" ;;
