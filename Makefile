@@ -159,9 +159,9 @@ docker-push: ## Push the manager image.
 INSTALLER ?= dist/install.yaml
 
 .PHONY: build-installer
-build-installer: manifests generate kubectl ## Write dist/install.yaml (INSTALLER): CRDs, RBAC and the operator's deployment.
+build-installer: manifests generate kubectl ## Write dist/install.yaml (INSTALLER): CRDs, RBAC and the operator's deployment (a PodDisruptionBudget only above one replica).
 	mkdir -p $(dir $(INSTALLER))
-	$(KUBECTL) kustomize config/default | sed 's|image: controller:latest|image: ${IMG}|' > $(INSTALLER)
+	$(KUBECTL) kustomize config/default | sed 's|image: controller:latest|image: ${IMG}|' | go run ./hack/helmgen -installer > $(INSTALLER)
 	@echo "Wrote $(INSTALLER) for image ${IMG}"
 
 ## CHART_VERSION is the version of the chart `make helm` writes.
@@ -194,7 +194,7 @@ uninstall: manifests kubectl ## Remove the CRDs from the cluster in KUBECONFIG.
 
 .PHONY: deploy
 deploy: manifests kubectl ## Deploy the operator (image IMG) to the cluster in KUBECONFIG.
-	$(KUBECTL) kustomize config/default | sed 's|image: controller:latest|image: ${IMG}|' | $(KUBECTL) apply --server-side -f -
+	$(KUBECTL) kustomize config/default | sed 's|image: controller:latest|image: ${IMG}|' | go run ./hack/helmgen -installer | $(KUBECTL) apply --server-side -f -
 
 .PHONY: undeploy
 undeploy: kubectl ## Remove the operator from the cluster in KUBECONFIG.

@@ -30,7 +30,8 @@ manager:
     tag: %q
     digest: ""
   # replicas of the manager. One leads (leader election); the others wait. Above one,
-  # the PodDisruptionBudget keeps all but one running while nodes drain. The pods use
+  # the chart adds a PodDisruptionBudget that keeps all but one running while nodes
+  # drain (at one it would protect nothing, so there is none). The pods use
   # host ports, so each needs a node of its own.
   replicas: %s
   # resources of the manager container. GOMEMLIMIT follows limits.memory.

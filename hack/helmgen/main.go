@@ -14,7 +14,13 @@
 //     and the ConfigMap's name carries a hash of it computed as kustomize does, so that a
 //     change rolls the Deployment out and the default values give install.yaml's name;
 //   - CustomResourceDefinitions get helm.sh/resource-policy: keep while crds.keep is true,
-//     so that uninstalling the chart leaves the add-ons running.
+//     so that uninstalling the chart leaves the add-ons running;
+//   - a PodDisruptionBudget is rendered only when manager.replicas is above one: a budget
+//     for a single replica protects nothing.
+//
+// With -installer it writes dist/install.yaml instead: the rendered objects as they are,
+// less the PodDisruptionBudget when the manager Deployment has one replica, by the same
+// rule as the chart.
 //
 // Anything else that names the operator's namespace is an error, so that nothing is left
 // pointing at kaddons-system.
@@ -31,7 +37,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"sigs.k8s.io/kustomize/kyaml/kio"
@@ -44,6 +52,7 @@ type options struct {
 	chartVersion string
 	configKey    string
 	container    string
+	installer    bool
 }
 
 func main() {
@@ -52,10 +61,21 @@ func main() {
 	flag.StringVar(&o.chartVersion, "chart-version", "0.1.0", "The chart's version.")
 	flag.StringVar(&o.configKey, "config-key", "controller_manager_config.yaml", "The key of the configuration file in the manager's ConfigMap.")
 	flag.StringVar(&o.container, "container", "manager", "The manager's container name.")
+	flag.BoolVar(&o.installer, "installer", false, "Write the installer (install.yaml) to stdout instead of the chart.")
 	flag.Parse()
 	in, err := io.ReadAll(os.Stdin)
 	if err != nil {
 		fail(err)
+	}
+	if o.installer {
+		out, err := installer(in, o.container)
+		if err != nil {
+			fail(err)
+		}
+		if _, err := os.Stdout.Write(out); err != nil {
+			fail(err)
+		}
+		return
 	}
 	chart, err := generate(in, o)
 	if err != nil {
@@ -75,7 +95,53 @@ func fail(err error) {
 const (
 	kindCRD       = "CustomResourceDefinition"
 	kindConfigMap = "ConfigMap"
+	kindPDB       = "PodDisruptionBudget"
 )
+
+// pdbGuard renders a PodDisruptionBudget only above one replica. installer applies the
+// same rule to install.yaml.
+const pdbGuard = "{{- if gt (int .Values.manager.replicas) 1 }}\n"
+
+// documentSeparator splits a YAML stream into its documents.
+var documentSeparator = regexp.MustCompile(`(?m)^---[ \t]*\n`)
+
+// installer returns the rendered stream as install.yaml: every document as it is, in
+// order, except a PodDisruptionBudget when the manager Deployment (the one with a
+// container called container) runs one replica, as the chart's default values do.
+func installer(in []byte, container string) ([]byte, error) {
+	docs := documentSeparator.Split(string(in), -1)
+	replicas := -1
+	for _, doc := range docs {
+		n, err := yaml.Parse(doc)
+		if err != nil || n.IsNilOrEmpty() || n.GetKind() != "Deployment" || !hasContainer(n, container) {
+			continue
+		}
+		replicas = 1
+		if v, err := n.Pipe(yaml.Lookup("spec", "replicas")); err == nil && v != nil {
+			if replicas, err = strconv.Atoi(yaml.GetValue(v)); err != nil {
+				return nil, fmt.Errorf("the manager Deployment's replicas: %w", err)
+			}
+		}
+	}
+	if replicas < 0 {
+		return nil, fmt.Errorf("no Deployment with a container %q", container)
+	}
+	kept := make([]string, 0, len(docs))
+	for _, doc := range docs {
+		if strings.TrimSpace(doc) == "" {
+			continue
+		}
+		n, err := yaml.Parse(doc)
+		if err != nil {
+			return nil, fmt.Errorf("reading the rendered manifests: %w", err)
+		}
+		if n.GetKind() == kindPDB && replicas <= 1 {
+			continue
+		}
+		kept = append(kept, doc)
+	}
+	return []byte(strings.Join(kept, "---\n")), nil
+}
 
 // Placeholders stand in for template expressions while the objects are YAML.
 const (
@@ -218,8 +284,11 @@ func templateObject(n *yaml.RNode, namespace, configMapName string, o options, m
 	if text, err = expand(text); err != nil {
 		return "", "", err
 	}
-	if n.GetKind() == kindCRD {
+	switch n.GetKind() {
+	case kindCRD:
 		text = "{{- if .Values.crds.install }}\n" + text + "{{- end }}\n"
+	case kindPDB:
+		text = pdbGuard + text + "{{- end }}\n"
 	}
 	name = filepath.Join("templates", area(n.GetKind()), strings.TrimPrefix(objectName, prefixOf(objectName))+".yaml")
 	return name, text, nil

@@ -38,6 +38,14 @@ spec:
       - name: config
         configMap:
           name: op-manager-config-%s
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: op-controller-manager
+  namespace: op-system
+spec:
+  maxUnavailable: 1
 `
 
 // suffix is kustomize's hash of the ConfigMap above.
@@ -71,6 +79,11 @@ func TestGenerate(t *testing.T) {
 		if !strings.Contains(deploy, want) {
 			t.Errorf("the Deployment template lacks %q:\n%s", want, deploy)
 		}
+	}
+	pdb := files["templates/manager/controller-manager-poddisruptionbudget.yaml"]
+	if !strings.HasPrefix(pdb, "{{- if gt (int .Values.manager.replicas) 1 }}\n") || !strings.HasSuffix(pdb, "{{- end }}\n") ||
+		!strings.Contains(pdb, "maxUnavailable: 1") {
+		t.Errorf("the PodDisruptionBudget template is not rendered only above one replica:\n%s", pdb)
 	}
 	if _, ok := files["templates/manager/manager-config.yaml"]; !ok {
 		t.Errorf("no ConfigMap template; files: %v", keys(files))
@@ -113,4 +126,41 @@ func keys(m map[string]string) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+func TestInstallerHasABudgetOnlyAboveOneReplica(t *testing.T) {
+	h := suffix(t)
+	for _, tc := range []struct {
+		name     string
+		replicas string
+		wantPDB  bool
+	}{
+		{name: "one replica", replicas: "replicas: 1", wantPDB: false},
+		{name: "replicas left to the default of one", replicas: "", wantPDB: false},
+		{name: "two replicas", replicas: "replicas: 2", wantPDB: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := strings.Replace(strings.ReplaceAll(rendered, "%s", h), "replicas: 2", tc.replicas, 1)
+			out, err := installer([]byte(in), "manager")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := string(out)
+			if strings.Contains(got, "kind: PodDisruptionBudget") != tc.wantPDB {
+				t.Errorf("PodDisruptionBudget in the installer: %v, want %v:\n%s", !tc.wantPDB, tc.wantPDB, got)
+			}
+			// Everything else is kept as rendered, in order.
+			want := in
+			if !tc.wantPDB {
+				want = in[:strings.LastIndex(in, "---\n")]
+			}
+			if got != want {
+				t.Errorf("installer output differs from the input beyond the budget:\n got: %q\nwant: %q", got, want)
+			}
+		})
+	}
+	if _, err := installer([]byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: x}\n"), "manager"); err == nil ||
+		!strings.Contains(err.Error(), `no Deployment with a container "manager"`) {
+		t.Errorf("installer without the manager: error %v, want one naming the missing Deployment", err)
+	}
 }

@@ -247,6 +247,14 @@ manager:
 		vals:  "crds: {install: false}\n",
 		check: checkNoCRDs,
 	}, {
+		name: "one replica has no PodDisruptionBudget", namespace: operatorNamespace,
+		vals:  "manager: {replicas: 1}\n",
+		check: checkPDB(false),
+	}, {
+		name: "two replicas have a PodDisruptionBudget", namespace: operatorNamespace,
+		vals:  "manager: {replicas: 2}\n",
+		check: checkPDB(true),
+	}, {
 		name: "CRDs not kept", namespace: operatorNamespace,
 		vals:  "crds: {keep: false}\n",
 		check: checkCRDsNotKept,
@@ -290,6 +298,36 @@ func checkImageReplicasResources(t *testing.T, r rendered) {
 	pdb := r.objects["PodDisruptionBudget "+operatorNamespace+"/kaddons-controller-manager"]
 	if diff := cmp.Diff(get(r.deploy, "spec", "selector", "matchLabels"), get(pdb, "spec", "selector", "matchLabels")); diff != "" || pdb == nil {
 		t.Errorf("the PodDisruptionBudget does not select the manager's pods: %s", diff)
+	}
+}
+
+// checkPDB checks that the PodDisruptionBudget is rendered when want says (above one
+// replica), and then selects the manager's pods and lets one be evicted at a time.
+func checkPDB(want bool) func(t *testing.T, r rendered) {
+	return func(t *testing.T, r rendered) {
+		var pdbs []object
+		for _, o := range r.objects {
+			if o["kind"] == "PodDisruptionBudget" {
+				pdbs = append(pdbs, o)
+			}
+		}
+		replicas := get(r.deploy, "spec", "replicas")
+		if !want {
+			if len(pdbs) != 0 {
+				t.Errorf("%d PodDisruptionBudget(s) rendered at %v replica(s), want none", len(pdbs), replicas)
+			}
+			return
+		}
+		if len(pdbs) != 1 {
+			t.Fatalf("%d PodDisruptionBudget(s) rendered at %v replicas, want one", len(pdbs), replicas)
+		}
+		pdb := pdbs[0]
+		if diff := cmp.Diff(get(r.deploy, "spec", "selector", "matchLabels"), get(pdb, "spec", "selector", "matchLabels")); diff != "" {
+			t.Errorf("the PodDisruptionBudget does not select the manager's pods (-deployment +budget):\n%s", diff)
+		}
+		if got := get(pdb, "spec", "maxUnavailable"); got != int64(1) && got != float64(1) {
+			t.Errorf("maxUnavailable %v (%T), want 1", got, got)
+		}
 	}
 }
 

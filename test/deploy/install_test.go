@@ -72,8 +72,8 @@ func readInstaller(t *testing.T) installer {
 			t.Fatalf("%s %s: %v", u.GetKind(), u.GetName(), err)
 		}
 	}
-	if in.deployment == nil || in.configMap == nil || in.pdb == nil || in.service == nil {
-		t.Fatal("dist/install.yaml lacks the manager's Deployment, ConfigMap, PodDisruptionBudget or Service")
+	if in.deployment == nil || in.configMap == nil || in.service == nil {
+		t.Fatal("dist/install.yaml lacks the manager's Deployment, ConfigMap or Service")
 	}
 	for i := range in.deployment.Spec.Template.Spec.Containers {
 		if c := &in.deployment.Spec.Template.Spec.Containers[i]; c.Name == "manager" {
@@ -190,17 +190,39 @@ func TestPorts(t *testing.T) {
 
 // TestPodDisruptionBudget checks that the budget covers the manager's pods and never
 // blocks a drain at one replica.
+// TestPodDisruptionBudget checks that the installer, at its one replica, has no
+// PodDisruptionBudget (one would protect nothing), and that the budget config/manager
+// gives the chart and multi-replica installs selects the manager's pods and lets one of
+// them be evicted at a time.
 func TestPodDisruptionBudget(t *testing.T) {
 	in := readInstaller(t)
-	selector, err := metav1.LabelSelectorAsSelector(in.pdb.Spec.Selector)
+	replicas := int32(1)
+	if in.deployment.Spec.Replicas != nil {
+		replicas = *in.deployment.Spec.Replicas
+	}
+	if got := in.pdb != nil; got != (replicas > 1) {
+		t.Errorf("dist/install.yaml runs %d replica(s) and has a PodDisruptionBudget: %v; want one only above one replica", replicas, got)
+	}
+	data, err := os.ReadFile(filepath.Join(repoRoot, "config", "manager", "pdb.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !selector.Matches(labelsOf(in.deployment.Spec.Template.Labels)) {
-		t.Errorf("the PodDisruptionBudget's selector %s does not select the manager's pods", selector)
+	pdb := &policyv1.PodDisruptionBudget{}
+	if err := utilyaml.Unmarshal(data, pdb); err != nil {
+		t.Fatal(err)
 	}
-	if in.pdb.Spec.MinAvailable != nil || in.pdb.Spec.MaxUnavailable == nil || in.pdb.Spec.MaxUnavailable.IntValue() != 1 {
-		t.Errorf("the budget %+v: want maxUnavailable 1, which lets a single replica be evicted", in.pdb.Spec)
+	if pdb.Kind != "PodDisruptionBudget" {
+		t.Fatalf("config/manager/pdb.yaml holds a %q", pdb.Kind)
+	}
+	selector, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if selector.Empty() || !selector.Matches(labelsOf(in.deployment.Spec.Template.Labels)) {
+		t.Errorf("the PodDisruptionBudget's selector %q does not select the manager's pods", selector)
+	}
+	if pdb.Spec.MinAvailable != nil || pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 {
+		t.Errorf("the budget %+v: want maxUnavailable 1, which keeps all but one replica running", pdb.Spec)
 	}
 }
 
