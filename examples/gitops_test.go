@@ -139,8 +139,6 @@ func TestGitOpsLayout(t *testing.T) {
 		filepath.Join(gitopsDir, "install"), filepath.Join(gitopsDir, "base")))
 	kinds := addonKinds(t)
 	c, _ := startAPIServer(t)
-	scheme := c.Scheme()
-	ctx := context.Background()
 
 	for _, dir := range dirs {
 		t.Run(dir, func(t *testing.T) {
@@ -173,32 +171,40 @@ func TestGitOpsLayout(t *testing.T) {
 			}
 
 			// Everything else is add-on resources, and nothing but add-on resources.
-			for _, obj := range objects {
-				gvk := obj.GroupVersionKind()
-				g.Expect(gvk.GroupVersion()).To(Equal(addonsv1alpha1.GroupVersion), "%s %s", gvk, obj.GetName())
-				g.Expect(kinds).To(ContainElement(gvk.Kind))
-				g.Expect(obj.GetNamespace()).NotTo(BeEmpty(), "%s %s", gvk.Kind, obj.GetName())
-
-				typed, err := scheme.New(gvk)
-				g.Expect(err).NotTo(HaveOccurred())
-				g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(obj.Object, typed, true)).
-					To(Succeed(), "%s %s has fields the API does not know", gvk.Kind, obj.GetName())
-				addon := typed.(addonsv1alpha1.Addon)
-
-				// A pinned version names a package, a channel a channel file.
-				spec := addon.CommonSpec()
-				if spec.Version != "" {
-					g.Expect(filepath.Join("..", "channels", "packages", addon.ComponentName(), spec.Version)).To(BeADirectory(),
-						"%s %s pins a version kaddons does not ship", gvk.Kind, obj.GetName())
-				}
-				if spec.Channel != "" {
-					g.Expect(filepath.Join("..", "channels", spec.Channel)).To(BeARegularFile(),
-						"%s %s follows a channel kaddons does not ship", gvk.Kind, obj.GetName())
-				}
-
-				// The API server's verdict: schema, validation rules, defaults.
-				g.Expect(c.Create(ctx, obj.DeepCopy(), client.DryRunAll)).To(Succeed(), "%s %s", gvk.Kind, obj.GetName())
-			}
+			expectAddonResources(g, c, kinds, objects)
 		})
+	}
+}
+
+// expectAddonResources checks that objects are add-on resources and nothing else, each
+// with a namespace, strictly decodable into its API type, pinning a version or following
+// a channel kaddons ships, and accepted by the API server c in a server-side dry run.
+func expectAddonResources(g Gomega, c client.Client, kinds []string, objects []*unstructured.Unstructured) {
+	ctx := context.Background()
+	for _, obj := range objects {
+		gvk := obj.GroupVersionKind()
+		g.Expect(gvk.GroupVersion()).To(Equal(addonsv1alpha1.GroupVersion), "%s %s", gvk, obj.GetName())
+		g.Expect(kinds).To(ContainElement(gvk.Kind))
+		g.Expect(obj.GetNamespace()).NotTo(BeEmpty(), "%s %s", gvk.Kind, obj.GetName())
+
+		typed, err := c.Scheme().New(gvk)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(obj.Object, typed, true)).
+			To(Succeed(), "%s %s has fields the API does not know", gvk.Kind, obj.GetName())
+		addon := typed.(addonsv1alpha1.Addon)
+
+		// A pinned version names a package, a channel a channel file.
+		spec := addon.CommonSpec()
+		if spec.Version != "" {
+			g.Expect(filepath.Join("..", "channels", "packages", addon.ComponentName(), spec.Version)).To(BeADirectory(),
+				"%s %s pins a version kaddons does not ship", gvk.Kind, obj.GetName())
+		}
+		if spec.Channel != "" {
+			g.Expect(filepath.Join("..", "channels", spec.Channel)).To(BeARegularFile(),
+				"%s %s follows a channel kaddons does not ship", gvk.Kind, obj.GetName())
+		}
+
+		// The API server's verdict: schema, validation rules, defaults.
+		g.Expect(c.Create(ctx, obj.DeepCopy(), client.DryRunAll)).To(Succeed(), "%s %s", gvk.Kind, obj.GetName())
 	}
 }
