@@ -64,6 +64,15 @@ const (
 	ReasonPatchTargetNotFound = "PatchTargetNotFound"
 	// ReasonRenderFailed means the package could not be built into manifests.
 	ReasonRenderFailed = "RenderFailed"
+	// ReasonPackageRefused means the package holds or refers to something kaddons does not
+	// build: a symbolic link, a path outside the package (absolute, or through ".."), a
+	// remote base or URL, or a Helm chart. The message names the file and the reference;
+	// nothing is applied or pruned until the package changes.
+	ReasonPackageRefused = "PackageRefused"
+	// ReasonPackageTooLarge means the package exceeds a cap on its total bytes, its number
+	// of files or the number of objects it renders. The message names the cap; nothing is
+	// applied or pruned until the package changes.
+	ReasonPackageTooLarge = "PackageTooLarge"
 	// ReasonApplyFailed means the API server rejected one or more objects.
 	ReasonApplyFailed = "ApplyFailed"
 	// ReasonPruneFailed means objects that no longer belong to the add-on could not be deleted.

@@ -8,14 +8,17 @@
 //	packages/<addon>/<version>/kustomization.yaml  and the manifests it lists
 //
 // Channel files and rendered packages are cached: a channel file is parsed again only when
-// its size or modification time changes, and a package is built again only when one of the
-// add-on's files changes. Embedded files never change, so each is read once.
+// its size or modification time changes, and a package is built again only when one of its
+// files changes. Embedded files never change, so each is read once.
+//
+// A package is built on an in-memory file system that holds only its own files: it
+// cannot load another package, the rest of the source, the disk or the network, may not
+// contain symbolic links, and is capped in bytes, files and objects (see package.go).
 package channels
 
 import (
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 	"regexp"
 	"slices"
@@ -26,7 +29,6 @@ import (
 
 	addonv1alpha1 "sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/addon/pkg/apis/v1alpha1"
 	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
@@ -35,8 +37,21 @@ import (
 // DefaultChannel is the channel used when neither the add-on nor the operator names one.
 const DefaultChannel = "stable"
 
-// validName matches versions and channel names: no path separators, no "..", no spaces.
+// validName matches channel names: no path separators, no "..", no spaces.
 var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,62}$`)
+
+// validAddon matches an add-on's component name in a channel entry and in packages/: a
+// DNS label.
+var validAddon = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+// versionPattern matches a package version: letters, digits, '.', '+', '_' and '-',
+// starting with a letter or digit, at most 128 characters. validVersion also refuses "..".
+var versionPattern = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z.+_-]{0,127}$`)
+
+// validVersion reports whether v can name a package folder: no '/', no "..".
+func validVersion(v string) bool {
+	return versionPattern.MatchString(v) && !strings.Contains(v, "..")
+}
 
 // Channel is the content of a channel file: the versions it recommends, one per add-on.
 type Channel struct {
@@ -91,9 +106,10 @@ type cachedRender struct {
 }
 
 // NewSource returns a Source reading the directory dir. defaultChannel applies to add-ons
-// that name neither a version nor a channel; empty means DefaultChannel.
+// that name neither a version nor a channel; empty means DefaultChannel. No path, not
+// even through a symbolic link, resolves outside dir (see rootFS).
 func NewSource(dir, defaultChannel string) *Source {
-	s := NewFSSource(os.DirFS(dir), dir, defaultChannel)
+	s := NewFSSource(rootFS(dir), dir, defaultChannel)
 	s.dir = dir
 	return s
 }
@@ -131,9 +147,10 @@ func (s *Source) FS() fs.FS { return s.fsys }
 // channel (or the default channel) lists.
 func (s *Source) Resolve(addon string, spec addonv1alpha1.CommonSpec) (Resolved, error) {
 	if spec.Version != "" {
-		if !validName.MatchString(spec.Version) || strings.Contains(spec.Version, "..") {
+		if !validVersion(spec.Version) {
 			return Resolved{}, errorf(addonsv1alpha1.ReasonInvalidVersion, nil,
-				"version %q is not a valid version: use letters, digits, '.', '+', '_' or '-'", spec.Version)
+				"version %q is not a valid version: use letters, digits, '.', '+', '_' or '-' (no '/', no '..')",
+				spec.Version)
 		}
 		if err := s.checkPackage(addon, spec.Version); err != nil {
 			return Resolved{}, err
@@ -194,7 +211,9 @@ func (s *Source) channel(name string) (*Channel, error) {
 }
 
 // ParseChannel decodes a channel file strictly: unknown fields and entries without a
-// name or version are errors, because KDP matches unnamed entries to every add-on.
+// name or version are errors, because KDP matches unnamed entries to every add-on. A name
+// must be a DNS label and a version letters, digits, '.', '+', '_' and '-' (no '/', no
+// ".."), so that an entry can only ever name a package folder of its own add-on.
 func ParseChannel(data []byte) (*Channel, error) {
 	ch := &Channel{}
 	if err := yaml.UnmarshalStrict(data, ch); err != nil {
@@ -205,8 +224,14 @@ func ParseChannel(data []byte) (*Channel, error) {
 		switch {
 		case e.Name == "":
 			return nil, fmt.Errorf("manifests[%d] has no name", i)
+		case !validAddon.MatchString(e.Name):
+			return nil, fmt.Errorf("manifests[%d] has the name %q, which is not a valid add-on name "+
+				"(lowercase letters, digits and '-', at most 63)", i, e.Name)
 		case e.Version == "":
 			return nil, fmt.Errorf("manifests[%d] (%s) has no version", i, e.Name)
+		case !validVersion(e.Version):
+			return nil, fmt.Errorf("manifests[%d] (%s) has the version %q, which is not a valid version "+
+				"(letters, digits, '.', '+', '_' or '-', no '/', no '..')", i, e.Name, e.Version)
 		case seen[e.Name]:
 			return nil, fmt.Errorf("manifests[%d] lists %s a second time", i, e.Name)
 		}
@@ -230,7 +255,7 @@ func (s *Source) Channels() []string {
 
 // Versions lists the package versions available for addon, sorted.
 func (s *Source) Versions(addon string) []string {
-	if !validName.MatchString(addon) {
+	if !validAddon.MatchString(addon) {
 		return nil
 	}
 	entries, _ := fs.ReadDir(s.fsys, path.Join("packages", addon))
@@ -260,25 +285,21 @@ func packageDir(addon, version string) string {
 }
 
 // Render builds the package of r with kustomize and returns the YAML stream. The result is
-// cached until a file of the add-on's packages changes.
+// cached until a file of the package changes.
 //
-// kustomize runs on an in-memory copy of packages/<addon>/, so that a package may build on
-// another version of the same add-on (resources: [../1.12.1]) but reads nothing else, on
-// disk or embedded alike.
+// kustomize runs on an in-memory copy of packages/<addon>/<version>/ alone, on disk or
+// embedded alike, after readPackage and checkReferences have refused symbolic links,
+// references outside the package (another version included) and packages over the caps.
 func (s *Source) Render(r Resolved) (string, error) {
-	dir := packageDir(r.Addon, r.Version)
-	if !validName.MatchString(r.Addon) || !validName.MatchString(r.Version) || strings.Contains(r.Version, "..") {
+	if !validAddon.MatchString(r.Addon) || !validVersion(r.Version) {
 		return "", errorf(addonsv1alpha1.ReasonVersionNotFound, nil, "%s has no version %q", r.Addon, r.Version)
 	}
+	dir := packageDir(r.Addon, r.Version)
+	key := r.Addon + "/" + r.Version
 	if info, err := fs.Stat(s.fsys, dir); err != nil || !info.IsDir() {
 		return "", errorf(addonsv1alpha1.ReasonVersionNotFound, err, "%s has no version %q", r.Addon, r.Version)
 	}
-	addonDir := path.Join("packages", r.Addon)
-	fp, err := fingerprint(s.fsys, addonDir)
-	if err != nil {
-		return "", errorf(addonsv1alpha1.ReasonVersionNotFound, err, "%s has no version %q", r.Addon, r.Version)
-	}
-	key := r.Addon + "/" + r.Version
+	fp := fingerprint(s.fsys, dir)
 
 	s.mu.Lock()
 	cached, ok := s.renders[key]
@@ -287,14 +308,26 @@ func (s *Source) Render(r Resolved) (string, error) {
 		return cached.manifest, nil
 	}
 
-	mem, err := copyToMemory(s.fsys, addonDir)
+	files, err := readPackage(s.fsys, dir, key)
+	if err != nil {
+		return "", err
+	}
+	if err := checkReferences(key, files); err != nil {
+		return "", err
+	}
+	if n := countDocuments(files); n > MaxPackageObjects {
+		return "", tooLargef(key, "holds %d YAML documents, more than %d (the cap on a package's objects)", n, MaxPackageObjects)
+	}
+	mem, err := memoryFS(dir, files)
 	if err != nil {
 		return "", errorf(addonsv1alpha1.ReasonRenderFailed, err, "reading package %s", key)
 	}
-	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
-	resMap, err := k.Run(mem, "/"+dir)
+	resMap, err := krusty.MakeKustomizer(renderOptions()).Run(mem, "/"+dir)
 	if err != nil {
 		return "", errorf(addonsv1alpha1.ReasonRenderFailed, err, "building package %s", key)
+	}
+	if n := resMap.Size(); n > MaxPackageObjects {
+		return "", tooLargef(key, "renders %d objects, more than %d (the cap on a package's objects)", n, MaxPackageObjects)
 	}
 	if err := checkObjects(resMap); err != nil {
 		return "", errorf(addonsv1alpha1.ReasonRenderFailed, err, "package %s renders an object that cannot be applied", key)
@@ -309,70 +342,42 @@ func (s *Source) Render(r Resolved) (string, error) {
 	return string(out), nil
 }
 
-// maxDepth bounds how deep walkFiles descends, which also ends symlink loops.
+// maxDepth bounds how deep fingerprint descends, which also ends symlink loops.
 const maxDepth = 16
 
-// walkFiles calls fn for every regular file under dir of fsys, in lexical order. It follows
-// symbolic links (a ConfigMap volume is made of them) and skips devices, pipes and sockets.
-func walkFiles(fsys fs.FS, dir string, fn func(name string, info fs.FileInfo) error) error {
-	return walkDepth(fsys, dir, 0, fn)
-}
-
-func walkDepth(fsys fs.FS, dir string, depth int, fn func(name string, info fs.FileInfo) error) error {
-	if depth > maxDepth {
-		return fmt.Errorf("%s: more than %d levels of folders (a symlink loop?)", dir, maxDepth)
-	}
-	entries, err := fs.ReadDir(fsys, dir)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		name := path.Join(dir, e.Name())
-		info, err := fs.Stat(fsys, name) // follows a symlink
-		if err != nil {
-			return err
-		}
-		switch {
-		case info.IsDir():
-			if err := walkDepth(fsys, name, depth+1, fn); err != nil {
-				return err
-			}
-		case info.Mode().IsRegular():
-			if err := fn(name, info); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// copyToMemory copies the files under dir of fsys into an in-memory file system, at the
-// same paths under /.
-func copyToMemory(fsys fs.FS, dir string) (filesys.FileSystem, error) {
-	mem := filesys.MakeFsInMemory()
-	err := walkFiles(fsys, dir, func(name string, _ fs.FileInfo) error {
-		data, err := fs.ReadFile(fsys, name)
-		if err != nil {
-			return err
-		}
-		if err := mem.MkdirAll("/" + path.Dir(name)); err != nil {
-			return err
-		}
-		return mem.WriteFile("/"+name, data)
-	})
-	return mem, err
-}
-
-// fingerprint summarises the names, sizes and modification times of the files under dir.
-func fingerprint(fsys fs.FS, dir string) (string, error) {
+// fingerprint summarises the names, types, sizes and modification times of everything
+// under dir of fsys. It follows symbolic links to folders (a ConfigMap volume is made of
+// them) up to maxDepth levels, and records an entry it cannot read instead of stopping:
+// a change to any file, a broken one included, changes the fingerprint, so that fixing a
+// package or a channel file is noticed.
+func fingerprint(fsys fs.FS, dir string) string {
 	var parts []string
-	err := walkFiles(fsys, dir, func(name string, info fs.FileInfo) error {
-		parts = append(parts, fmt.Sprintf("%s:%d:%d", name, info.Size(), info.ModTime().UnixNano()))
-		return nil
-	})
-	if err != nil {
-		return "", err
+	var walk func(dir string, depth int)
+	walk = func(dir string, depth int) {
+		if depth > maxDepth {
+			parts = append(parts, dir+":too deep")
+			return
+		}
+		entries, err := fs.ReadDir(fsys, dir)
+		if err != nil {
+			parts = append(parts, dir+":"+err.Error())
+			return
+		}
+		for _, e := range entries {
+			name := path.Join(dir, e.Name())
+			info, err := fs.Stat(fsys, name) // follows a symlink
+			if err != nil {
+				parts = append(parts, fmt.Sprintf("%s:%v:%v", name, e.Type(), err))
+				continue
+			}
+			parts = append(parts, fmt.Sprintf("%s:%v:%v:%d:%d", name, e.Type(), info.Mode(), info.Size(),
+				info.ModTime().UnixNano()))
+			if info.IsDir() {
+				walk(name, depth+1)
+			}
+		}
 	}
+	walk(dir, 0)
 	slices.Sort(parts)
-	return strings.Join(parts, ";"), nil
+	return strings.Join(parts, ";")
 }

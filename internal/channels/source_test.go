@@ -78,6 +78,10 @@ func TestResolve(t *testing.T) {
 			reason: addonsv1alpha1.ReasonInvalidVersion, message: `version "../demo/1.0.0" is not a valid version`},
 		{name: "dot dot version", addon: "demo", spec: addonv1alpha1.CommonSpec{Version: "1..0"},
 			reason: addonsv1alpha1.ReasonInvalidVersion},
+		{name: "slash in version", addon: "demo", spec: addonv1alpha1.CommonSpec{Version: "1.0.0/sub"},
+			reason: addonsv1alpha1.ReasonInvalidVersion, message: `version "1.0.0/sub" is not a valid version`},
+		{name: "absolute version", addon: "demo", spec: addonv1alpha1.CommonSpec{Version: "/etc"},
+			reason: addonsv1alpha1.ReasonInvalidVersion},
 		{name: "unknown channel", addon: "demo", spec: addonv1alpha1.CommonSpec{Channel: "nightly"},
 			reason: addonsv1alpha1.ReasonChannelNotFound, message: `channel "nightly" does not exist (known channels: broken, rapid, stable)`},
 		{name: "packages is not a channel", addon: "demo", spec: addonv1alpha1.CommonSpec{Channel: "packages"},
@@ -126,6 +130,23 @@ func TestParseChannel(t *testing.T) {
 		{name: "entry without version", data: "manifests:\n- name: a\n", wantErr: "manifests[0] (a) has no version"},
 		{name: "duplicate entry", data: "manifests:\n- name: a\n  version: 1\n- name: a\n  version: 2\n", wantErr: "manifests[1] lists a a second time"},
 		{name: "unknown field", data: "manifests:\n- name: a\n  release: 1\n", wantErr: `unknown field "release"`},
+		{name: "name with a slash", data: "manifests:\n- name: ../coredns\n  version: 1.0.0\n",
+			wantErr: `manifests[0] has the name "../coredns", which is not a valid add-on name`},
+		{name: "upper-case name", data: "manifests:\n- name: CoreDNS\n  version: 1.0.0\n",
+			wantErr: `manifests[0] has the name "CoreDNS"`},
+		{name: "name ending in a dash", data: "manifests:\n- name: a\n  version: 1\n- name: coredns-\n  version: 1\n",
+			wantErr: `manifests[1] has the name "coredns-"`},
+		{name: "version through dot dot", data: "manifests:\n- name: coredns\n  version: ../../etc\n",
+			wantErr: `manifests[0] (coredns) has the version "../../etc", which is not a valid version`},
+		{name: "version with a slash", data: "manifests:\n- name: coredns\n  version: 1.12/x\n",
+			wantErr: `manifests[0] (coredns) has the version "1.12/x"`},
+		{name: "version with dot dot inside", data: "manifests:\n- name: coredns\n  version: 1..2\n",
+			wantErr: `has the version "1..2"`},
+		{name: "version starting with a dot", data: "manifests:\n- name: coredns\n  version: .hidden\n",
+			wantErr: `has the version ".hidden"`},
+		{name: "version with a space", data: "manifests:\n- name: coredns\n  version: 1.0 beta\n",
+			wantErr: `has the version "1.0 beta"`},
+		{name: "valid version characters", data: "manifests:\n- name: node-local-dns2\n  version: 1.2.3-rc.1+build_7\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseChannel([]byte(tc.data))
@@ -246,9 +267,9 @@ func TestEmbeddedChannelsMatchTheDirectory(t *testing.T) {
 	}
 }
 
-// TestFSSource resolves and renders from an in-memory file system: a package may build on
-// a sibling version of its add-on but not read files of another add-on, and the render
-// cache notices a changed file.
+// TestFSSource resolves and renders from an in-memory file system: a package reads none
+// of the files beside it, not even another version of its add-on, and the render cache
+// notices a changed file.
 func TestFSSource(t *testing.T) {
 	epoch := time.Unix(1700000000, 0)
 	fsys := fstest.MapFS{
@@ -284,17 +305,11 @@ func TestFSSource(t *testing.T) {
 		t.Fatalf("rendered:\n%s", out)
 	}
 
-	out, err = s.Render(Resolved{Addon: "demo", Version: "1.0.0-extra"})
-	if err != nil {
-		t.Fatalf("a package building on a sibling version: %v", err)
-	}
-	if !strings.Contains(out, "name: extra-demo") {
-		t.Fatalf("rendered:\n%s", out)
-	}
-
-	_, err = s.Render(Resolved{Addon: "demo", Version: "escape"})
-	if err == nil || ReasonOf(err) != addonsv1alpha1.ReasonRenderFailed {
-		t.Fatalf("a package reading another add-on's file: error %v, want a RenderFailed error", err)
+	for _, version := range []string{"1.0.0-extra", "escape"} {
+		_, err = s.Render(Resolved{Addon: "demo", Version: version})
+		if err == nil || ReasonOf(err) != addonsv1alpha1.ReasonPackageRefused || !strings.Contains(err.Error(), "'..'") {
+			t.Errorf("package %s reading outside itself: error %v, want a PackageRefused error about '..'", version, err)
+		}
 	}
 
 	fsys["packages/demo/1.0.0/configmap.yaml"] = &fstest.MapFile{
@@ -308,9 +323,11 @@ func TestFSSource(t *testing.T) {
 	}
 }
 
-// TestDirectorySourceFollowsSymlinks reads a package whose files are symbolic links, the
-// way a ConfigMap volume lays out its keys.
-func TestDirectorySourceFollowsSymlinks(t *testing.T) {
+// TestDirectorySourceRefusesSymlinks: a package may not contain a symbolic link, not even
+// one to a file inside the source (the way a ConfigMap volume lays out its keys), and the
+// error names the link. Replacing the link with the file makes the package render again.
+// Channel files may still be links inside the directory, but not to a file outside it.
+func TestDirectorySourceRefusesSymlinks(t *testing.T) {
 	dir := testTree(t)
 	pkg := filepath.Join(dir, "packages", "demo", "1.0.0")
 	data := filepath.Join(dir, "..data")
@@ -323,11 +340,43 @@ func TestDirectorySourceFollowsSymlinks(t *testing.T) {
 	if err := os.Symlink(filepath.Join(data, "configmap.yaml"), filepath.Join(pkg, "configmap.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	out, err := NewSource(dir, "").Render(Resolved{Addon: "demo", Version: "1.0.0"})
-	if err != nil {
+	s := NewSource(dir, "")
+	r := Resolved{Addon: "demo", Version: "1.0.0"}
+	_, err := s.Render(r)
+	if err == nil || ReasonOf(err) != addonsv1alpha1.ReasonPackageRefused ||
+		!strings.Contains(err.Error(), "packages/demo/1.0.0/configmap.yaml is a symbolic link") {
+		t.Fatalf("Render of a package with a symlink: error %v, want PackageRefused naming the link", err)
+	}
+
+	if err := os.Remove(filepath.Join(pkg, "configmap.yaml")); err != nil {
 		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(data, "configmap.yaml"), filepath.Join(pkg, "configmap.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	out, err := s.Render(r)
+	if err != nil {
+		t.Fatalf("Render after the link was replaced by the file: %v", err)
 	}
 	if !strings.Contains(out, "key: value") {
 		t.Fatalf("rendered:\n%s", out)
+	}
+
+	// A channel file linked inside the directory is read; one linked outside is not.
+	if err := os.Rename(filepath.Join(dir, "rapid"), filepath.Join(data, "rapid")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join("..data", "rapid"), filepath.Join(dir, "rapid")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Resolve("demo", addonv1alpha1.CommonSpec{Channel: "rapid"}); err != nil || got.Version != "2.0.0" {
+		t.Fatalf("Resolve through a channel file linked inside the source = %+v, %v", got, err)
+	}
+	outside := writeTree(t, map[string]string{"nightly": "manifests:\n- name: demo\n  version: 2.0.0\n"})
+	if err := os.Symlink(filepath.Join(outside, "nightly"), filepath.Join(dir, "nightly")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Resolve("demo", addonv1alpha1.CommonSpec{Channel: "nightly"}); err == nil {
+		t.Fatalf("Resolve through a channel file linked outside the source = %+v, want an error", got)
 	}
 }

@@ -39,10 +39,10 @@ func (s *Source) Changes(interval time.Duration) <-chan event.GenericEvent {
 // poll compares the fingerprint of the whole source every interval, for as long as the
 // process runs, and notifies every subscriber when it moved.
 func (w *watcher) poll(s *Source, interval time.Duration) {
-	last, _ := fingerprint(s.fsys, ".")
+	last := fingerprint(s.fsys, ".")
 	for range time.Tick(interval) {
-		now, err := fingerprint(s.fsys, ".")
-		if err != nil || now == last {
+		now := fingerprint(s.fsys, ".")
+		if now == last {
 			continue
 		}
 		last = now
