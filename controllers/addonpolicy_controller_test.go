@@ -76,7 +76,7 @@ func TestAddonPolicy(t *testing.T) {
 	stalled := waitCondition(t, tooNew, addonsv1alpha1.ConditionStalled, addonsv1alpha1.ReasonNotPermitted)
 	g.Expect(stalled.Message).To(Equal("AddonPolicy " + policyNamespace + "/tenants rules[0] (tenant-dns) does not allow version " +
 		newVersion + " (allowed: >=1.11.0, <1.12.0)"))
-	g.Expect(tooNew.Status.Inventory).To(BeEmpty())
+	g.Expect(tooNew.Status.Inventory.Objects()).To(BeEmpty())
 
 	elsewhere := newCoreDNS(other, oldVersion)
 	g.Expect(k8sClient.Create(ctx, elsewhere)).To(Succeed())
@@ -90,13 +90,13 @@ func TestAddonPolicy(t *testing.T) {
 
 	t.Run("a refused change leaves what runs alone", func(t *testing.T) {
 		g := NewWithT(t)
-		before := resourceVersions(g, allowed.Status.Inventory)
+		before := resourceVersions(g, allowed.Status.Inventory.Objects())
 		updateCoreDNS(t, allowed, func(c *addonsv1alpha1.CoreDNS) {
 			c.Spec.Patches = append(c.Spec.Patches, rawPatch(`{"apiVersion":"v1","kind":"Service","metadata":{"name":"kube-dns","labels":{"x":"y"}}}`))
 		})
 		stalled := waitCondition(t, allowed, addonsv1alpha1.ConditionStalled, addonsv1alpha1.ReasonNotPermitted)
 		g.Expect(stalled.Message).To(ContainSubstring("does not allow spec.patches"))
-		g.Expect(resourceVersions(g, allowed.Status.Inventory)).To(Equal(before))
+		g.Expect(resourceVersions(g, allowed.Status.Inventory.Objects())).To(Equal(before))
 		d := &appsv1.Deployment{}
 		g.Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: tenant, Name: "coredns"}, d)).To(Succeed())
 		g.Expect(d.Spec.Template.Spec.Containers[0].Image).To(HaveSuffix(oldVersion))
@@ -107,7 +107,7 @@ func TestAddonPolicy(t *testing.T) {
 		setVersions(t, policy, ">=1.11.0")
 		waitApplied(t, tooNew, newVersion)
 		getAddon(g, elsewhere)
-		g.Expect(elsewhere.Status.Inventory).To(BeEmpty(), "a namespace no rule selects stays refused")
+		g.Expect(elsewhere.Status.Inventory.Objects()).To(BeEmpty(), "a namespace no rule selects stays refused")
 	})
 
 	t.Run("an invalid rule is reported on the policy", func(t *testing.T) {

@@ -150,7 +150,7 @@ func TestAddonLifecycle(t *testing.T) {
 			waitApplied(t, cr, tc.from)
 
 			kinds := map[string]bool{}
-			for _, r := range cr.GetAddonStatus().Inventory {
+			for _, r := range cr.GetAddonStatus().Inventory.Objects() {
 				kinds[r.Kind] = true
 				live, err := liveObject(r)
 				g.Expect(err).NotTo(HaveOccurred(), "%s", r)
@@ -159,17 +159,17 @@ func TestAddonLifecycle(t *testing.T) {
 					g.Expect(r.Namespace).To(Equal(childNS), "%s", r)
 				}
 			}
-			g.Expect(kinds).To(HaveLen(len(tc.kinds)), "inventory: %v", cr.GetAddonStatus().Inventory)
+			g.Expect(kinds).To(HaveLen(len(tc.kinds)), "inventory: %v", cr.GetAddonStatus().Inventory.Objects())
 			for _, k := range tc.kinds {
 				g.Expect(kinds).To(HaveKey(k))
 			}
 			clusterScoped := tc.clusterScoped(ns)
-			g.Expect(cr.GetAddonStatus().Inventory).To(ContainElements(clusterScoped))
+			g.Expect(cr.GetAddonStatus().Inventory.Objects()).To(ContainElements(clusterScoped))
 
 			workload := tc.workload
 			workload.Namespace = childNS
 			uids := map[addonsv1alpha1.ObjectReference]types.UID{}
-			for _, r := range cr.GetAddonStatus().Inventory {
+			for _, r := range cr.GetAddonStatus().Inventory.Objects() {
 				live, err := liveObject(r)
 				g.Expect(err).NotTo(HaveOccurred())
 				uids[r] = live.GetUID()
@@ -224,7 +224,7 @@ func TestAddonLifecycle(t *testing.T) {
 			t.Run("delete removes every child, cluster-scoped included", func(t *testing.T) {
 				g := NewWithT(t)
 				getAddon(g, cr)
-				inventory := cr.GetAddonStatus().Inventory
+				inventory := cr.GetAddonStatus().Inventory.Objects()
 				g.Expect(k8sClient.Delete(ctx, cr)).To(Succeed())
 				g.Eventually(func() bool {
 					return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(cr), cr.DeepCopyObject().(client.Object)))
@@ -257,7 +257,7 @@ func workloadImages(g Gomega, r addonsv1alpha1.ObjectReference) []string {
 
 // inventoryName returns the name of the first object of kind in the add-on's inventory.
 func inventoryName(cr addonsv1alpha1.Addon, kind string) string {
-	for _, r := range cr.GetAddonStatus().Inventory {
+	for _, r := range cr.GetAddonStatus().Inventory.Objects() {
 		if r.Kind == kind {
 			return r.Name
 		}

@@ -39,7 +39,7 @@ func TestNodeLocalDNSFollowsCoreDNS(t *testing.T) {
 	// Without its CoreDNS it applies nothing and says what it waits for.
 	progressing := waitCondition(t, nl, addonsv1alpha1.ConditionProgressing, addonsv1alpha1.ReasonDependencyNotReady)
 	g.Expect(progressing.Message).To(ContainSubstring("CoreDNS " + ns + "/coredns"))
-	g.Expect(nl.Status.Inventory).To(BeEmpty())
+	g.Expect(nl.Status.Inventory.Objects()).To(BeEmpty())
 
 	// A CoreDNS without a fixed IP: node-local-dns follows the address its Service got.
 	cdns := newCoreDNS(ns, newVersion)
@@ -99,7 +99,7 @@ func TestDashboardTargetNamespaceCollision(t *testing.T) {
 	first.Spec.TargetNamespace = target
 	g.Expect(k8sClient.Create(ctx, first)).To(Succeed())
 	waitAnyApplied(t, first)
-	before := resourceVersions(g, first.Status.Inventory)
+	before := resourceVersions(g, first.Status.Inventory.Objects())
 
 	// A second Dashboard pointed at the same namespace would overwrite the first's objects.
 	second := &addonsv1alpha1.Dashboard{ObjectMeta: metav1.ObjectMeta{Name: "dashboard", Namespace: nsB}}
@@ -110,11 +110,11 @@ func TestDashboardTargetNamespaceCollision(t *testing.T) {
 	ready := readyCondition(second.GetAddonStatus())
 	g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
 	g.Expect(ready.Reason).To(Equal(addonsv1alpha1.ReasonOwnershipConflict))
-	g.Expect(second.Status.Inventory).To(BeEmpty())
+	g.Expect(second.Status.Inventory.Objects()).To(BeEmpty())
 
 	// Nothing of the first changed.
-	g.Expect(resourceVersions(g, first.Status.Inventory)).To(Equal(before))
-	for _, r := range first.Status.Inventory {
+	g.Expect(resourceVersions(g, first.Status.Inventory.Objects())).To(Equal(before))
+	for _, r := range first.Status.Inventory.Objects() {
 		live, err := liveObject(r)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(live.GetLabels()).To(HaveKeyWithValue(engine.LabelNamespace, nsA), "%s", r)
@@ -140,7 +140,7 @@ func TestDashboardKeepsExistingNamespace(t *testing.T) {
 	d.Spec.TargetNamespace = existing
 	g.Expect(k8sClient.Create(ctx, d)).To(Succeed())
 	waitAnyApplied(t, d)
-	for _, r := range d.Status.Inventory {
+	for _, r := range d.Status.Inventory.Objects() {
 		g.Expect(r.Kind).NotTo(Equal("Namespace"), "a namespace that existed before is not the add-on's")
 	}
 	live := &corev1.Namespace{}
@@ -148,7 +148,7 @@ func TestDashboardKeepsExistingNamespace(t *testing.T) {
 	g.Expect(live.Labels).NotTo(HaveKey(engine.LabelManagedBy))
 
 	g.Expect(k8sClient.Delete(ctx, d)).To(Succeed())
-	expectGone(t, d.Status.Inventory)
+	expectGone(t, d.Status.Inventory.Objects())
 	g.Expect(k8sClient.Get(ctx, types.NamespacedName{Name: existing}, live)).To(Succeed())
 	g.Expect(live.DeletionTimestamp).To(BeNil(), "deleting the Dashboard deleted a namespace it did not create")
 }

@@ -76,7 +76,7 @@ func TestNeverTakesOverWhatItDidNotCreate(t *testing.T) {
 		g.Expect(ready.Message).To(ContainSubstring(o.GetName()))
 	}
 	g.Expect(ready.Message).To(ContainSubstring("spec.adopt: IfUnmanaged"))
-	g.Expect(cr.Status.Inventory).To(BeEmpty())
+	g.Expect(cr.Status.Inventory.Objects()).To(BeEmpty())
 	expectUntouched(t, existing)
 
 	// Deleting the add-on leaves all of them.
@@ -99,7 +99,7 @@ func TestAdoptIfUnmanaged(t *testing.T) {
 			existing := preexisting(t, cr, CoreDNSDefinition())
 			createReadyCoreDNS(t, cr)
 
-			g.Expect(cr.Status.Inventory).To(HaveLen(len(existing)))
+			g.Expect(cr.Status.Inventory.Objects()).To(HaveLen(len(existing)))
 			g.Expect(cr.Status.Adopted).To(HaveLen(len(existing)))
 			for _, a := range cr.Status.Adopted {
 				g.Expect(a.FieldManagers).To(ContainElement("another-tool"), "%s records who managed it", a.String())

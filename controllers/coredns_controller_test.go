@@ -79,7 +79,7 @@ func TestCoreDNSCreate(t *testing.T) {
 	cr := newCoreDNS(ns, oldVersion)
 	createCoreDNS(t, cr)
 
-	inventory := cr.Status.Inventory
+	inventory := cr.Status.Inventory.Objects()
 	kinds := map[string]bool{}
 	for _, ref := range inventory {
 		kinds[ref.Kind] = true
@@ -175,7 +175,7 @@ func TestCoreDNSUpgrade(t *testing.T) {
 	createCoreDNS(t, cr)
 
 	uids := map[addonsv1alpha1.ObjectReference]types.UID{}
-	for _, ref := range cr.Status.Inventory {
+	for _, ref := range cr.Status.Inventory.Objects() {
 		live, err := liveObject(ref)
 		g.Expect(err).NotTo(HaveOccurred())
 		uids[ref] = live.GetUID()
@@ -187,7 +187,7 @@ func TestCoreDNSUpgrade(t *testing.T) {
 	deploy := &appsv1.Deployment{}
 	g.Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "coredns"}, deploy)).To(Succeed())
 	g.Expect(deploy.Spec.Template.Spec.Containers[0].Image).To(Equal("registry.k8s.io/coredns/coredns:v" + newVersion))
-	g.Expect(cr.Status.Inventory).To(HaveLen(len(uids)))
+	g.Expect(cr.Status.Inventory.Objects()).To(HaveLen(len(uids)))
 	for ref, uid := range uids {
 		live, err := liveObject(ref)
 		g.Expect(err).NotTo(HaveOccurred())
@@ -324,7 +324,7 @@ func TestCoreDNSDelete(t *testing.T) {
 			ns := newNamespace(t)
 			cr := newCoreDNS(ns, newVersion)
 			createCoreDNS(t, cr)
-			inventory := cr.Status.Inventory
+			inventory := cr.Status.Inventory.Objects()
 			g.Expect(inventory).To(HaveLen(7))
 			if tc.before != nil {
 				tc.before(t, ns)
@@ -398,7 +398,7 @@ func TestCoreDNSBadInput(t *testing.T) {
 			ns := newNamespace(t)
 			cr := newCoreDNS(ns, oldVersion)
 			createCoreDNS(t, cr)
-			inventory := cr.Status.Inventory
+			inventory := cr.Status.Inventory.Objects()
 			before := map[addonsv1alpha1.ObjectReference]string{}
 			for _, ref := range inventory {
 				live, err := liveObject(ref)
@@ -417,7 +417,7 @@ func TestCoreDNSBadInput(t *testing.T) {
 
 			// What was running is untouched: same objects, same versions, same inventory.
 			g.Expect(cr.Status.AppliedVersion).To(Equal(oldVersion))
-			g.Expect(cr.Status.Inventory).To(Equal(inventory))
+			g.Expect(cr.Status.Inventory.Objects()).To(Equal(inventory))
 			for ref, was := range before {
 				live, err := liveObject(ref)
 				g.Expect(err).NotTo(HaveOccurred(), "%s was deleted", ref)

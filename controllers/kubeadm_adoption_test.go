@@ -130,5 +130,5 @@ func TestAdoptKubeadmCoreDNSWithARemovedPlugin(t *testing.T) {
 	g.Expect(ready.Message).To(ContainSubstring(`Plugin "proxy"`))
 	g.Expect(ready.Message).To(ContainSubstring("nothing was changed"))
 	expectUntouched(t, existing)
-	g.Expect(cr.Status.Inventory).To(BeEmpty())
+	g.Expect(cr.Status.Inventory.Objects()).To(BeEmpty())
 }

@@ -181,7 +181,7 @@ func TestDependsOn(t *testing.T) {
 
 	ready := waitReason(t, dependent, addonsv1alpha1.ReasonDependencyNotReady)
 	g.Expect(ready.Message).To(Equal("waiting for CoreDNS " + ns + "/coredns: not found"))
-	g.Expect(dependent.Status.Inventory).To(BeEmpty(), "nothing is applied before the dependency is Ready")
+	g.Expect(dependent.Status.Inventory.Objects()).To(BeEmpty(), "nothing is applied before the dependency is Ready")
 
 	base := newCoreDNS(ns, newVersion)
 	createCoreDNS(t, base)
@@ -194,7 +194,7 @@ func TestDependsOn(t *testing.T) {
 	markWorkloadsAvailable(t, ns)
 	waitReason(t, base, addonsv1alpha1.ReasonReconciled)
 	// The dependency turning Ready is what wakes the dependent up.
-	g.Expect(dependent.Status.Inventory).To(BeEmpty())
+	g.Expect(dependent.Status.Inventory.Objects()).To(BeEmpty())
 	waitApplied(t, dependent, newVersion)
 
 	t.Run("a cycle is stalled, not a deadlock", func(t *testing.T) {
@@ -222,7 +222,7 @@ func TestDeletionPolicyOrphan(t *testing.T) {
 	cr := newCoreDNS(ns, newVersion)
 	cr.Spec.DeletionPolicy = addonsv1alpha1.DeletionPolicyOrphan
 	createCoreDNS(t, cr)
-	inventory := cr.Status.Inventory
+	inventory := cr.Status.Inventory.Objects()
 
 	g.Expect(k8sClient.Delete(ctx, cr)).To(Succeed())
 	g.Eventually(func() bool {
@@ -392,7 +392,7 @@ func TestOwnershipConflict(t *testing.T) {
 	first := newCoreDNS(ns, oldVersion)
 	createCoreDNS(t, first)
 	before := map[addonsv1alpha1.ObjectReference]string{}
-	for _, ref := range first.Status.Inventory {
+	for _, ref := range first.Status.Inventory.Objects() {
 		live, err := liveObject(ref)
 		g.Expect(err).NotTo(HaveOccurred())
 		before[ref] = live.GetResourceVersion()
@@ -403,7 +403,7 @@ func TestOwnershipConflict(t *testing.T) {
 	g.Expect(k8sClient.Create(ctx, second)).To(Succeed())
 	ready := waitReason(t, second, addonsv1alpha1.ReasonOwnershipConflict)
 	g.Expect(ready.Message).To(ContainSubstring("belongs to coredns " + ns + "/coredns"))
-	g.Expect(second.Status.Inventory).To(BeEmpty())
+	g.Expect(second.Status.Inventory.Objects()).To(BeEmpty())
 	for ref, rv := range before {
 		live, err := liveObject(ref)
 		g.Expect(err).NotTo(HaveOccurred())

@@ -71,7 +71,7 @@ func TestPruneRemovesOnlyWhatLeftTheManifests(t *testing.T) {
 
 	updateCoreDNS(t, cr, func(c *addonsv1alpha1.CoreDNS) { c.Spec.Version = versionNoPDB })
 	waitApplied(t, cr, versionNoPDB)
-	g.Expect(cr.Status.Inventory).To(HaveLen(6))
+	g.Expect(cr.Status.Inventory.Objects()).To(HaveLen(6))
 	g.Eventually(func() bool {
 		return apierrors.IsNotFound(k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "coredns"}, &policyv1.PodDisruptionBudget{}))
 	}).WithTimeout(eventuallyTimeout).Should(BeTrue(), "the PodDisruptionBudget that left the package was not pruned")
@@ -105,7 +105,7 @@ func TestNothingIsPrunedAfterAPartialApply(t *testing.T) {
 	}).WithTimeout(eventuallyTimeout).Should(BeNumerically(">=", errorsBefore+3))
 	g.Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "coredns"}, &policyv1.PodDisruptionBudget{})).To(Succeed())
 	getAddon(g, cr)
-	g.Expect(cr.Status.Inventory).To(HaveLen(7), "the inventory still lists the PodDisruptionBudget")
+	g.Expect(cr.Status.Inventory.Objects()).To(HaveLen(7), "the inventory still lists the PodDisruptionBudget")
 	g.Expect(eventsFor(g, ns, addonsv1alpha1.ReasonApplyFailed)).To(HaveLen(1))
 
 	// Fixing the spec applies and prunes.

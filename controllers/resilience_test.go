@@ -28,7 +28,7 @@ func TestOwnerReferencesRebuilt(t *testing.T) {
 	createReadyCoreDNS(t, cr)
 	uids := map[addonsv1alpha1.ObjectReference]types.UID{}
 	stripped := 0
-	for _, ref := range cr.Status.Inventory {
+	for _, ref := range cr.Status.Inventory.Objects() {
 		live, err := liveObject(ref)
 		g.Expect(err).NotTo(HaveOccurred())
 		uids[ref] = live.GetUID()
@@ -41,7 +41,7 @@ func TestOwnerReferencesRebuilt(t *testing.T) {
 	}
 	g.Expect(stripped).To(BeNumerically(">", 3), "the namespaced children carry owner references")
 	g.Eventually(func(g Gomega) {
-		for _, ref := range cr.Status.Inventory {
+		for _, ref := range cr.Status.Inventory.Objects() {
 			live, err := liveObject(ref)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(live.GetUID()).To(Equal(uids[ref]), "%s was deleted and re-created", ref)
@@ -93,7 +93,7 @@ func TestDeletionWaitsForAForeignFinalizer(t *testing.T) {
 	g.Eventually(func() bool {
 		return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(cr), cr))
 	}).WithTimeout(eventuallyTimeout).Should(BeTrue())
-	for _, ref := range cr.Status.Inventory {
+	for _, ref := range cr.Status.Inventory.Objects() {
 		_, err := liveObject(ref)
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%s outlived its add-on", ref)
 	}

@@ -111,7 +111,7 @@ func TestTenantGainsNothing(t *testing.T) {
 		stalled := waitCondition(t, c, addonsv1alpha1.ConditionStalled, addonsv1alpha1.ReasonNotPermitted)
 		g.Expect(stalled.Message).To(ContainSubstring("namespace " + ns + " is not trusted"))
 		g.Expect(stalled.Message).To(ContainSubstring("spec.serviceAccountName"))
-		g.Expect(c.Status.Inventory).To(BeEmpty())
+		g.Expect(c.Status.Inventory.Objects()).To(BeEmpty())
 		cms := &corev1.ConfigMapList{}
 		labelledChildren(g, cms, ns, c.Name)
 		g.Expect(cms.Items).To(BeEmpty())
@@ -152,7 +152,7 @@ func TestTenantGainsNothing(t *testing.T) {
 			g.Expect(stalled.Message).To(ContainSubstring("ServiceAccount " + ns + "/tenant may not"))
 			g.Expect(stalled.Message).To(ContainSubstring(tc.wantMsg))
 			g.Expect(stalled.Message).To(ContainSubstring("nothing was written"))
-			g.Expect(c.Status.Inventory).To(BeEmpty())
+			g.Expect(c.Status.Inventory.Objects()).To(BeEmpty())
 			for _, target := range []string{ns, metav1.NamespaceSystem} {
 				deploys := &appsv1.DeploymentList{}
 				labelledChildren(g, deploys, target, c.Name)
@@ -201,14 +201,14 @@ func TestTenantGainsNothing(t *testing.T) {
 	t.Run("the API server refuses an escalating patch; what runs is left alone", func(t *testing.T) {
 		g := NewWithT(t)
 		getAddon(g, c)
-		versions := resourceVersions(g, c.Status.Inventory)
+		versions := resourceVersions(g, c.Status.Inventory.Objects())
 		updateCoreDNS(t, c, func(c *addonsv1alpha1.CoreDNS) {
 			c.Spec.Patches = append(c.Spec.Patches, rawPatch(`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole",`+
 				`"metadata":{"name":"system:coredns"},"rules":[{"apiGroups":[""],"resources":["secrets"],"verbs":["list"]}]}`))
 		})
 		stalled := waitCondition(t, c, addonsv1alpha1.ConditionStalled, addonsv1alpha1.ReasonForbidden)
 		g.Expect(stalled.Message).To(ContainSubstring("attempting to grant RBAC permissions not currently held"), "the API server's escalation check refused it")
-		g.Expect(resourceVersions(g, c.Status.Inventory)).To(Equal(versions))
+		g.Expect(resourceVersions(g, c.Status.Inventory.Objects())).To(Equal(versions))
 		g.Expect(allowedPowers(g, user, ns)).To(Equal(granted))
 	})
 
@@ -229,7 +229,7 @@ func TestTenantGainsNothing(t *testing.T) {
 	t.Run("deleting the add-on deletes its children as the tenant", func(t *testing.T) {
 		g := NewWithT(t)
 		getAddon(g, c)
-		inventory := c.Status.Inventory
+		inventory := c.Status.Inventory.Objects()
 		g.Expect(k8sClient.Delete(ctx, c)).To(Succeed())
 		g.Eventually(func() bool {
 			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(c), c))

@@ -30,6 +30,10 @@ const (
 	ModeEnsureExists = "ensure-exists"
 	// ModeIgnore is the ignore value of AnnotationMode.
 	ModeIgnore = "ignore"
+	// AnnotationInventoryRecord is kaddons' write-ahead record on an add-on: the objects
+	// it is about to create beyond status.inventory, written before it creates them (in
+	// the same patch that adds the finalizer to a new add-on). Not for users to set.
+	AnnotationInventoryRecord = "addons.kaddons.dev/inventory-record"
 )
 
 // AddonStatus is the status shared by every add-on kind.
@@ -80,12 +84,54 @@ type AddonStatus struct {
 	// +optional
 	Adopted []AdoptedObject `json:"adopted,omitempty"`
 
-	// inventory lists every object kaddons applied for this add-on. Objects that leave the
-	// rendered manifests are pruned from it; deleting the add-on deletes all of them.
+	// inventory lists every object kaddons applied for this add-on, grouped by API group,
+	// version, kind and namespace. Objects that leave the rendered manifests are pruned
+	// from it; deleting the add-on deletes all of them. It holds at most 10000 objects in
+	// at most 768 KiB of JSON, which keeps the add-on well under etcd's request limit;
+	// kaddons checks both before applying.
 	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=512
+	// +kubebuilder:validation:MaxItems=1024
 	// +optional
-	Inventory []ObjectReference `json:"inventory,omitempty"`
+	Inventory Inventory `json:"inventory,omitempty"`
+
+	// inventoryRecord is the id of the last write-ahead record (the
+	// addons.kaddons.dev/inventory-record annotation) that inventory covers. A record
+	// with another id lists objects that an interrupted apply may have created beyond
+	// the inventory: kaddons prunes and deletes them as inventory entries.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	InventoryRecord string `json:"inventoryRecord,omitempty"`
+}
+
+// InventoryEntry lists the objects of one API group, version, kind and namespace.
+type InventoryEntry struct {
+	// group is the API group of the objects; empty for the core group.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Group string `json:"group,omitempty"`
+	// version is the API version the objects were applied with.
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Version string `json:"version"`
+	// kind is the objects' kind.
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Kind string `json:"kind"`
+	// namespace is the objects' namespace; empty for cluster-scoped objects.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// names are the objects' names, in the order they were applied.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=10000
+	// +kubebuilder:validation:items:MaxLength=253
+	// +optional
+	Names []string `json:"names,omitempty"`
+	// name is one object's name, as inventories written by kaddons before names existed
+	// list it. kaddons reads it and writes names instead.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Name string `json:"name,omitempty"`
 }
 
 // ObjectReference identifies one object that kaddons applied.

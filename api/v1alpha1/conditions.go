@@ -77,6 +77,14 @@ const (
 	ReasonApplyFailed = "ApplyFailed"
 	// ReasonPruneFailed means objects that no longer belong to the add-on could not be deleted.
 	ReasonPruneFailed = "PruneFailed"
+	// ReasonInventoryTooLarge means the package renders more objects (or longer names)
+	// than status.inventory holds (MaxInventoryObjects, MaxInventoryBytes), or than the
+	// write-ahead record can carry. Nothing is applied or pruned until the package or
+	// spec changes.
+	ReasonInventoryTooLarge = "InventoryTooLarge"
+	// ReasonObjectTooLarge means the API server or etcd refused a rendered object as too
+	// large (413 RequestEntityTooLarge, "request is too large"). The message names it.
+	ReasonObjectTooLarge = "ObjectTooLarge"
 	// ReasonNotPermitted means no AddonPolicy permits the add-on in its namespace, at its
 	// version or channel, or with its patches. The message names the rule it broke.
 	ReasonNotPermitted = "NotPermitted"

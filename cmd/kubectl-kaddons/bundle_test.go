@@ -126,10 +126,10 @@ func TestBundleBuildRefusesInvalidTrees(t *testing.T) {
 		{name: "a missing package", files: map[string]string{"stable": "manifests:\n- name: demo\n  version: 1.0.0\n"},
 			wantErr: "demo 1.0.0, which has no package"},
 		{name: "a package that does not render", files: map[string]string{
-			"stable": "manifests:\n- name: demo\n  version: 1.0.0\n",
+			"stable":                                 "manifests:\n- name: demo\n  version: 1.0.0\n",
 			"packages/demo/1.0.0/kustomization.yaml": "resources:\n- missing.yaml\n"}, wantErr: "package demo 1.0.0"},
 		{name: "bad package metadata", files: map[string]string{
-			"stable": "manifests:\n- name: demo\n  version: 1.0.0\n",
+			"stable":                                 "manifests:\n- name: demo\n  version: 1.0.0\n",
 			"packages/demo/1.0.0/kustomization.yaml": "resources: []\n",
 			"packages/demo/1.0.0/metadata.yaml":      "annotations:\n  kaddons.dev.kubernetes.versions.v1: '>=one'\n"}, wantErr: "not a version range"},
 	}

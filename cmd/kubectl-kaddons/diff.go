@@ -213,14 +213,15 @@ func diffObject(ctx context.Context, c client.Client, ra renderedAddon, liveOwne
 }
 
 // diffPruned returns the diffs of the objects the operator would prune: those in the
-// live add-on's inventory that it no longer renders and that still carry its labels.
+// live add-on's inventory (and pending write-ahead record) that it no longer renders and
+// that still carry its labels.
 func diffPruned(ctx context.Context, c client.Client, ra renderedAddon, live addonsv1alpha1.Addon) (string, error) {
 	rendered := map[string]bool{}
 	for _, u := range ra.objects {
 		rendered[describe(u)] = true
 	}
 	var b strings.Builder
-	for _, ref := range live.GetAddonStatus().Inventory {
+	for _, ref := range engine.InventoryObjects(ctx, live) {
 		obj := &unstructured.Unstructured{}
 		obj.SetAPIVersion(strings.TrimPrefix(ref.Group+"/"+ref.Version, "/"))
 		obj.SetKind(ref.Kind)

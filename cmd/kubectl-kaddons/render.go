@@ -149,15 +149,15 @@ func renderAll(ctx context.Context, inputs []inputAddon, src *channels.Source, s
 			return nil, fmt.Errorf("%s: %w", in, err)
 		}
 		ra := renderedAddon{inputAddon: in}
-		status := in.addon.GetAddonStatus()
-		status.Inventory = nil
+		var inventory []addonsv1alpha1.ObjectReference
 		for _, o := range objects.Items {
 			u := o.UnstructuredObject().DeepCopy()
 			ra.objects = append(ra.objects, u)
 			gvk := u.GroupVersionKind()
-			status.Inventory = append(status.Inventory, addonsv1alpha1.ObjectReference{Group: gvk.Group, Version: gvk.Version,
+			inventory = append(inventory, addonsv1alpha1.ObjectReference{Group: gvk.Group, Version: gvk.Version,
 				Kind: gvk.Kind, Namespace: u.GetNamespace(), Name: u.GetName()})
 		}
+		in.addon.GetAddonStatus().Inventory = addonsv1alpha1.NewInventory(inventory)
 		// What follows this add-on reads it with its inventory, as it would from the
 		// cluster once the operator applied it, and its objects.
 		if err := memory.add(in.addon); err != nil {

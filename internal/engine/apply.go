@@ -76,15 +76,27 @@ func (r *Reconciler) apply(ctx context.Context, st *reconcileState) outcome {
 	}
 	status := st.addon.GetAddonStatus()
 	generation := st.addon.GetGeneration()
+	objects := r.withOwnerReferences(st.addon, st.rendered.objects)
+	rendered := make([]addonsv1alpha1.ObjectReference, 0, len(objects))
+	for _, u := range objects {
+		rendered = append(rendered, refOf(u))
+	}
+	if err := checkInventorySize(rendered); err != nil {
+		return stalled(addonsv1alpha1.ReasonInventoryTooLarge, err)
+	}
 	req := applyRequest{
-		objects:  r.withOwnerReferences(st.addon, st.rendered.objects),
-		previous: status.Inventory,
+		objects:  objects,
+		previous: status.Inventory.Objects(),
+		pending:  st.pending,
 		only:     st.plan.only,
 		excluded: st.plan.excluded,
 		kind:     r.gvk.Kind,
 		owner:    types.NamespacedName{Namespace: st.addon.GetNamespace(), Name: st.addon.GetName()},
 		inputsChanged: status.ObservedGeneration != generation || status.AppliedVersion != st.resolved.Version ||
-			len(status.Inventory) == 0,
+			status.Inventory.Len() == 0,
+		beforeWrites: func(ctx context.Context, desired []addonsv1alpha1.ObjectReference) error {
+			return r.writeAhead(ctx, st, desired)
+		},
 	}
 	if up := st.addon.GetAddonSpec().Upgrade; up != nil {
 		req.recreateOnImmutable = up.RecreateOnImmutable
@@ -93,7 +105,12 @@ func (r *Reconciler) apply(ctx context.Context, st *reconcileState) outcome {
 	res, err := r.actingAs(st).applier.apply(ctx, req)
 	st.applied = res
 	if res.inventory != nil {
-		status.Inventory = res.inventory
+		status.Inventory = addonsv1alpha1.NewInventory(res.inventory)
+	}
+	if (err == nil || errorIs[*pruneError](err)) && st.record != "" {
+		// Every object was written and whatever left the set was pruned or kept in the
+		// inventory: the inventory covers the write-ahead record now.
+		status.InventoryRecord = st.record
 	}
 	if err != nil {
 		return applyOutcome(err)
@@ -148,6 +165,14 @@ type applyRequest struct {
 	objects []*unstructured.Unstructured
 	// previous is the inventory of the last apply: what may be pruned.
 	previous []addonsv1alpha1.ObjectReference
+	// pending are objects the write-ahead record lists beyond previous: an interrupted
+	// apply may have created them. They may be pruned too, but unlike previous they do
+	// not count as kaddons' own until the cache or the API server shows them labelled.
+	pending []addonsv1alpha1.ObjectReference
+	// beforeWrites, when set, runs once the objects to inventory are known and before
+	// the first write: the engine records them ahead (writeAhead). Its error stops the
+	// apply with nothing written.
+	beforeWrites func(ctx context.Context, desired []addonsv1alpha1.ObjectReference) error
 	// only, when not nil, limits the writes to these objects (the drifted ones).
 	only map[addonsv1alpha1.ObjectReference]bool
 	// owner is the add-on's kind and namespace/name, as the instance labels carry them.
@@ -223,6 +248,11 @@ func (a *applier) apply(ctx context.Context, req applyRequest) (applyResult, err
 			return skip[ref] || (req.only != nil && !req.only[ref])
 		})
 	}
+	if req.beforeWrites != nil {
+		if err := req.beforeWrites(ctx, desired); err != nil {
+			return res, err
+		}
+	}
 	w := &stageWriter{applier: a, req: req, live: own.live, res: &res}
 	for s := stageCRDs; s <= stageAPIEndpoints; s++ {
 		err := w.applyStage(ctx, stages[s])
@@ -239,7 +269,7 @@ func (a *applier) apply(ctx context.Context, req applyRequest) (applyResult, err
 	res.inventory = desired
 	res.adopted = own.adopted
 
-	stale := slices.DeleteFunc(staleObjects(req.previous, desired), func(ref addonsv1alpha1.ObjectReference) bool {
+	stale := slices.DeleteFunc(staleObjects(unionObjects(req.previous, req.pending), desired), func(ref addonsv1alpha1.ObjectReference) bool {
 		return a.ignored(ctx, ref)
 	})
 	pruned, _, err := deleteObjects(ctx, a.client, a.reader, stale, req.kind, req.owner)
@@ -284,6 +314,7 @@ func (a *applier) handedOver(ctx context.Context, req applyRequest) (ownership, 
 	own := ownership{skip: map[addonsv1alpha1.ObjectReference]bool{}, external: map[addonsv1alpha1.ObjectReference]bool{},
 		live: map[addonsv1alpha1.ObjectReference]liveInfo{}}
 	var unmanaged []addonsv1alpha1.ObjectReference
+	inventoried := newObjectSet(req.previous)
 	for _, u := range req.objects {
 		ref := refOf(u)
 		mode := u.GetAnnotations()[addonsv1alpha1.AnnotationMode]
@@ -305,7 +336,7 @@ func (a *applier) handedOver(ctx context.Context, req applyRequest) (ownership, 
 			// A kind the package's own CRD defines is not served yet: nothing exists.
 		case !apierrors.IsNotFound(err):
 			return own, &writeError{err: fmt.Errorf("reading %s: %w", ref, err)}
-		case !slices.ContainsFunc(req.previous, func(p addonsv1alpha1.ObjectReference) bool { return sameObject(p, ref) }):
+		case !inventoried.has(ref):
 			// Neither cached nor in the inventory: kaddons did not create it. Does it exist?
 			found, err := a.uncached(ctx, req, ref, &own)
 			switch {
@@ -472,6 +503,10 @@ var applyFailures = []struct {
 	// Retrying cannot help: the spec must change or opt in to re-creation.
 	{is: errorIs[*immutableError], class: classFailed, reason: addonsv1alpha1.ReasonImmutableField, terminal: true},
 	{is: errorIs[*pruneError], class: classFailed, reason: addonsv1alpha1.ReasonPruneFailed},
+	// The package must change: the object, or the whole set, is more than the API
+	// server, etcd or the inventory takes.
+	{is: errorIs[*objectTooLargeError], class: classStalled, reason: addonsv1alpha1.ReasonObjectTooLarge, terminal: true},
+	{is: errorIs[*inventoryTooLargeError], class: classStalled, reason: addonsv1alpha1.ReasonInventoryTooLarge, terminal: true},
 	// Nothing was written; the objects may go away or spec.adopt may change. The add-on
 	// stalls (a human decides) and looks again after adoptionRetry.
 	{is: errorIs[*adoptionError], class: classStalled, reason: addonsv1alpha1.ReasonAdoptionRequired, retryAfter: adoptionRetry},
@@ -545,6 +580,9 @@ func (w *stageWriter) applyStage(ctx context.Context, objects []*unstructured.Un
 				w.res.recreated = append(w.res.recreated, ref)
 			}
 			if err != nil {
+				if tooLarge(err) {
+					err = &objectTooLargeError{ref: ref, err: err}
+				}
 				errs = append(errs, fmt.Errorf("applying %s: %w", ref, err))
 				return
 			}
@@ -556,7 +594,7 @@ func (w *stageWriter) applyStage(ctx context.Context, objects []*unstructured.Un
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		if errorIs[*immutableError](err) {
+		if errorIs[*immutableError](err) || errorIs[*objectTooLargeError](err) {
 			return err
 		}
 		return &writeError{err: err}
@@ -609,6 +647,27 @@ func (w *stageWriter) release(ctx context.Context, u *unstructured.Unstructured,
 	}
 	return w.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(held),
 		client.FieldOwner(ReleasedFieldManager), client.ForceOwnership)
+}
+
+// objectTooLargeError reports an object the API server or etcd refused for its size.
+type objectTooLargeError struct {
+	ref addonsv1alpha1.ObjectReference
+	err error
+}
+
+func (e *objectTooLargeError) Error() string {
+	return fmt.Sprintf("%s is too large for the API server (%v); make it smaller in the package or split it", e.ref, e.err)
+}
+
+func (e *objectTooLargeError) Unwrap() error { return e.err }
+
+// tooLarge reports whether err says that a request or object exceeds a size limit: the
+// API server's 413, etcd's "request is too large" (a 500), or a validation error on the
+// total size of an object's data (a ConfigMap or Secret over 1 MiB).
+func tooLarge(err error) bool {
+	msg := err.Error()
+	return apierrors.IsRequestEntityTooLargeError(err) || strings.Contains(msg, "request is too large") ||
+		(apierrors.IsInvalid(err) && strings.Contains(msg, "must have at most") && strings.Contains(msg, "bytes"))
 }
 
 // immutableError reports an apply refused because it changes immutable fields.
@@ -731,11 +790,35 @@ func sameObject(x, y addonsv1alpha1.ObjectReference) bool {
 	return x.Group == y.Group && x.Kind == y.Kind && x.Namespace == y.Namespace && x.Name == y.Name
 }
 
+// objectSet holds references by object, whatever their API version (see sameObject), so
+// that set operations on inventories of thousands of objects stay linear.
+type objectSet map[addonsv1alpha1.ObjectReference]bool
+
+// newObjectSet returns the set of refs.
+func newObjectSet(refs []addonsv1alpha1.ObjectReference) objectSet {
+	s := make(objectSet, len(refs))
+	for _, ref := range refs {
+		s.add(ref)
+	}
+	return s
+}
+
+func (s objectSet) add(ref addonsv1alpha1.ObjectReference) {
+	ref.Version = ""
+	s[ref] = true
+}
+
+func (s objectSet) has(ref addonsv1alpha1.ObjectReference) bool {
+	ref.Version = ""
+	return s[ref]
+}
+
 // staleObjects returns the entries of previous that desired no longer contains.
 func staleObjects(previous, desired []addonsv1alpha1.ObjectReference) []addonsv1alpha1.ObjectReference {
+	keep := newObjectSet(desired)
 	var stale []addonsv1alpha1.ObjectReference
 	for _, p := range previous {
-		if !slices.ContainsFunc(desired, func(d addonsv1alpha1.ObjectReference) bool { return sameObject(p, d) }) {
+		if !keep.has(p) {
 			stale = append(stale, p)
 		}
 	}
@@ -752,12 +835,7 @@ func mergeInventory(extra, desired []addonsv1alpha1.ObjectReference,
 			out = append(out, d)
 		}
 	}
-	for _, e := range extra {
-		if !slices.ContainsFunc(out, func(o addonsv1alpha1.ObjectReference) bool { return sameObject(o, e) }) {
-			out = append(out, e)
-		}
-	}
-	return out
+	return unionObjects(out, extra)
 }
 
 func ptrTo[T any](v T) *T { return &v }

@@ -42,15 +42,16 @@ func readyMessage(obj addonsv1alpha1.Addon) string {
 	return ""
 }
 
-// reconcileDelete removes every child in the inventory, cluster-scoped ones included, in
-// reverse apply order (or, with deletionPolicy Orphan, hands them over), then releases
-// the finalizer. Children already gone are skipped.
-func (r *Reconciler) reconcileDelete(ctx context.Context, obj addonsv1alpha1.Addon) (ctrl.Result, error) {
+// reconcileDelete removes every child in the inventory and in the pending write-ahead
+// record, cluster-scoped ones included, in reverse apply order (or, with deletionPolicy
+// Orphan, hands them over), then releases the finalizer. Children already gone are
+// skipped, and so are objects that do not carry the add-on's labels.
+func (r *Reconciler) reconcileDelete(ctx context.Context, obj addonsv1alpha1.Addon, pending []addonsv1alpha1.ObjectReference) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(obj, Finalizer) {
 		return ctrl.Result{}, nil
 	}
 	owner := types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}
-	inventory := obj.GetAddonStatus().Inventory
+	inventory := unionObjects(obj.GetAddonStatus().Inventory.Objects(), pending)
 	// Children are deleted with the identity that created them: a ServiceAccount of the
 	// add-on's namespace outside the trusted namespaces.
 	id, refusal, err := r.identityFor(obj, r.opts.Settings.Load().Tenancy)

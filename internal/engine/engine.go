@@ -211,6 +211,11 @@ type reconcileState struct {
 	applied applyResult
 	// identity is whom the reconcile acts as on the children, set by impersonate.
 	identity identity
+	// pending are the objects the add-on's write-ahead record lists beyond its inventory
+	// (an earlier apply was interrupted, or this one is about to create them), and record
+	// is that record's id; both empty when the inventory covers the record.
+	pending []addonsv1alpha1.ObjectReference
+	record  string
 }
 
 // phase is one named step of a reconcile.
@@ -292,17 +297,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	obj.GetObjectKind().SetGroupVersionKind(r.gvk)
 	r.written.restore(req.NamespacedName, obj)
 
+	pending, record := pendingObjects(ctx, obj)
 	if !obj.GetDeletionTimestamp().IsZero() {
-		return r.reconcileDelete(ctx, obj)
+		return r.reconcileDelete(ctx, obj, pending)
 	}
-	if !controllerutil.ContainsFinalizer(obj, Finalizer) {
+	// A new add-on gets its finalizer with the write-ahead record, right before its first
+	// apply; one that has children and lost its finalizer gets it back here.
+	if !controllerutil.ContainsFinalizer(obj, Finalizer) && (obj.GetAddonStatus().Inventory.Len() > 0 || len(pending) > 0) {
 		if err := r.addFinalizer(ctx, obj); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
 
 	original := obj.DeepCopyObject().(addonsv1alpha1.Addon)
-	st := &reconcileState{addon: obj, settings: r.opts.Settings.Load()}
+	st := &reconcileState{addon: obj, settings: r.opts.Settings.Load(), pending: pending, record: record}
 	out, stoppedAt := runPhases(ctx, st, r.phases())
 	if stoppedAt != "" && out.err != nil {
 		log.FromContext(ctx).V(1).Info("Phase stopped the reconcile", "phase", stoppedAt, "error", out.err.Error())

@@ -36,7 +36,7 @@ func Follow(ctx context.Context, c client.Reader, from addonsv1alpha1.Addon, ref
 // read through c (the engine's cache). It returns "" while the Service does not exist
 // yet, has no address yet, or is headless.
 func ServiceAddress(ctx context.Context, c client.Reader, addon addonsv1alpha1.Addon, name string) (string, error) {
-	for _, ref := range addon.GetAddonStatus().Inventory {
+	for _, ref := range addon.GetAddonStatus().Inventory.Objects() {
 		if ref.Group != "" || ref.Kind != "Service" || ref.Name != name {
 			continue
 		}

@@ -30,9 +30,11 @@ func TestServiceAddress(t *testing.T) {
 	headless := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "headless"}, Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone}}
 	_, c := testReconciler(t, Options{}, svc, headless)
 	addon := coreDNS("a", "dns")
+	var inventory []addonsv1alpha1.ObjectReference
 	for _, name := range []string{"kube-dns", "headless", "absent"} {
-		addon.Status.Inventory = append(addon.Status.Inventory, addonsv1alpha1.ObjectReference{Version: "v1", Kind: "Service", Namespace: "a", Name: name})
+		inventory = append(inventory, addonsv1alpha1.ObjectReference{Version: "v1", Kind: "Service", Namespace: "a", Name: name})
 	}
+	addon.Status.Inventory = addonsv1alpha1.NewInventory(inventory)
 	for name, want := range map[string]string{"kube-dns": "10.0.0.10", "headless": "", "absent": "", "not-in-inventory": ""} {
 		got, err := ServiceAddress(context.Background(), c, addon, name)
 		if err != nil || got != want {

@@ -40,7 +40,7 @@ func (r *Reconciler) health(ctx context.Context, st *reconcileState) outcome {
 	status := st.addon.GetAddonStatus()
 	generation := st.addon.GetGeneration()
 	waitForCache(ctx, r.client, st.applied.applied, cacheCatchUp)
-	h, err := checkHealth(ctx, r.client, status.Inventory, st.applied.applied)
+	h, err := checkHealth(ctx, r.client, status.Inventory.Objects(), st.applied.applied)
 	if err != nil {
 		return failed(addonsv1alpha1.ReasonHealthCheckFailed, err)
 	}
@@ -48,7 +48,7 @@ func (r *Reconciler) health(ctx context.Context, st *reconcileState) outcome {
 	if h.ready() {
 		status.LastHealthyVersion = st.resolved.Version
 		trackUpgrade(status, st.resolved.Version, now)
-		out := ready(fmt.Sprintf("%s %s is ready (%d objects)", st.resolved.Addon, st.resolved.Version, len(status.Inventory)))
+		out := ready(fmt.Sprintf("%s %s is ready (%d objects)", st.resolved.Addon, st.resolved.Version, status.Inventory.Len()))
 		return r.rolledBack(st, out)
 	}
 	// Degraded: it was Ready (or already degraded for this reason) and no spec change

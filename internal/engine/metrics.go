@@ -68,7 +68,7 @@ func (r *Reconciler) recordMetrics(obj addonsv1alpha1.Addon, st *reconcileState)
 		ready = 1
 	}
 	addonReadyGauge.WithLabelValues(r.gvk.Kind, obj.GetNamespace(), obj.GetName()).Set(ready)
-	managedObjects.WithLabelValues(r.gvk.Kind, obj.GetNamespace(), obj.GetName()).Set(float64(len(obj.GetAddonStatus().Inventory)))
+	managedObjects.WithLabelValues(r.gvk.Kind, obj.GetNamespace(), obj.GetName()).Set(float64(obj.GetAddonStatus().Inventory.Len()))
 	if len(st.applied.drifted) > 0 {
 		driftCorrections.WithLabelValues(r.gvk.Kind).Add(float64(len(st.applied.drifted)))
 	}

@@ -27,6 +27,7 @@ type planResult struct {
 // rendered objects and every one of them, read from the cache, still carries every field
 // the manifests set, the apply is skipped: a reconcile with unchanged inputs and no drift
 // makes no API request at all. When only some objects drifted, only those are applied.
+// An add-on whose write-ahead record lists objects beyond the inventory is applied in full.
 func (r *Reconciler) plan(ctx context.Context, st *reconcileState) outcome {
 	excluded, err := r.driftExclusions(ctx, st)
 	if err != nil {
@@ -35,7 +36,8 @@ func (r *Reconciler) plan(ctx context.Context, st *reconcileState) outcome {
 	st.plan = planResult{excluded: excluded}
 	status := st.addon.GetAddonStatus()
 	objects := st.rendered.objects.Items
-	if status.AppliedVersion != st.resolved.Version || !sameSet(status.Inventory, objects) {
+	if status.AppliedVersion != st.resolved.Version || !sameSet(status.Inventory.Objects(), objects) || len(st.pending) > 0 {
+		// Pending objects (an interrupted apply's) are confirmed or pruned by an apply.
 		return proceed()
 	}
 	drifted := map[addonsv1alpha1.ObjectReference]bool{}

@@ -48,10 +48,13 @@ func TestPlan(t *testing.T) {
 		name      string
 		applied   string
 		inventory []addonsv1alpha1.ObjectReference
+		pending   []addonsv1alpha1.ObjectReference
 		live      *corev1.ConfigMap
 		wantSkip  bool
 		wantOnly  bool
 	}{
+		{name: "an interrupted apply left pending objects", applied: "1", inventory: []addonsv1alpha1.ObjectReference{cmRef},
+			pending: []addonsv1alpha1.ObjectReference{{Version: "v1", Kind: "ConfigMap", Namespace: "a", Name: "orphan"}}, live: live},
 		{name: "nothing changed", applied: "1", inventory: []addonsv1alpha1.ObjectReference{cmRef}, live: live, wantSkip: true},
 		{name: "a child drifted", applied: "1", inventory: []addonsv1alpha1.ObjectReference{cmRef}, live: drifted, wantOnly: true},
 		{name: "its owner reference was stripped", applied: "1", inventory: []addonsv1alpha1.ObjectReference{cmRef}, live: stripped,
@@ -73,8 +76,9 @@ func TestPlan(t *testing.T) {
 			}
 			addon := coreDNS("a", "x")
 			addon.UID = "uid-x"
-			addon.Status.AppliedVersion, addon.Status.Inventory = tc.applied, tc.inventory
-			st := &reconcileState{addon: addon, resolved: channels.Resolved{Version: "1"}, rendered: rendered{objects: objects}}
+			addon.Status.AppliedVersion, addon.Status.Inventory = tc.applied, addonsv1alpha1.NewInventory(tc.inventory)
+			st := &reconcileState{addon: addon, resolved: channels.Resolved{Version: "1"}, rendered: rendered{objects: objects},
+				pending: tc.pending}
 			if out := r.plan(context.Background(), st); out.stop {
 				t.Fatalf("plan stopped: %+v", out)
 			}

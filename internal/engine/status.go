@@ -19,8 +19,11 @@ import (
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 )
 
-// opAdd is the JSON patch operation that adds (or replaces) a value.
-const opAdd = "add"
+// JSON patch operations: add (or replace) a value, and test one.
+const (
+	opAdd  = "add"
+	opTest = "test"
+)
 
 // patchOp is one RFC 6902 JSON patch operation.
 type patchOp struct {
@@ -38,7 +41,9 @@ func (r *Reconciler) patchStatus(ctx context.Context, original, obj addonsv1alph
 	if equality.Semantic.DeepEqual(original.GetAddonStatus(), obj.GetAddonStatus()) {
 		return nil
 	}
-	key, base := client.ObjectKeyFromObject(obj), original.GetResourceVersion()
+	// The base is the resource version the status is written over: the write-ahead
+	// patch may have moved it past original's.
+	key, base := client.ObjectKeyFromObject(obj), obj.GetResourceVersion()
 	body, err := json.Marshal([]patchOp{{Op: opAdd, Path: "/status", Value: obj.GetAddonStatus()}})
 	if err != nil {
 		return err
@@ -100,18 +105,23 @@ func specHash(addon addonsv1alpha1.Addon) string {
 
 // addFinalizer adds the engine's finalizer with a JSON patch that appends the one entry
 // and tests the resource version, so that it can neither drop another controller's
-// finalizer nor write over a change it has not seen.
+// finalizer nor write over a change it has not seen. A new add-on gets its finalizer from
+// writeAhead instead, in the patch that records the objects its first apply creates; this
+// is for an add-on that has children but lost its finalizer.
 func (r *Reconciler) addFinalizer(ctx context.Context, obj addonsv1alpha1.Addon) error {
-	ops := []patchOp{{Op: "test", Path: "/metadata/resourceVersion", Value: obj.GetResourceVersion()}}
-	if len(obj.GetFinalizers()) == 0 {
-		ops = append(ops, patchOp{Op: opAdd, Path: "/metadata/finalizers", Value: []string{Finalizer}})
-	} else {
-		ops = append(ops, patchOp{Op: opAdd, Path: "/metadata/finalizers/-", Value: Finalizer})
-	}
+	ops := []patchOp{{Op: opTest, Path: "/metadata/resourceVersion", Value: obj.GetResourceVersion()}, addFinalizerOp(obj)}
 	if err := r.patchMetadata(ctx, obj, ops); err != nil {
 		return fmt.Errorf("adding finalizer: %w", err)
 	}
 	return nil
+}
+
+// addFinalizerOp is the JSON patch operation that appends the engine's finalizer to obj's.
+func addFinalizerOp(obj addonsv1alpha1.Addon) patchOp {
+	if len(obj.GetFinalizers()) == 0 {
+		return patchOp{Op: opAdd, Path: "/metadata/finalizers", Value: []string{Finalizer}}
+	}
+	return patchOp{Op: opAdd, Path: "/metadata/finalizers/-", Value: Finalizer}
 }
 
 // removeFinalizer removes the engine's finalizer, and only it, with a JSON patch that
@@ -122,7 +132,7 @@ func (r *Reconciler) removeFinalizer(ctx context.Context, obj addonsv1alpha1.Add
 			continue
 		}
 		path := fmt.Sprintf("/metadata/finalizers/%d", i)
-		ops := []patchOp{{Op: "test", Path: path, Value: Finalizer}, {Op: "remove", Path: path}}
+		ops := []patchOp{{Op: opTest, Path: path, Value: Finalizer}, {Op: "remove", Path: path}}
 		if err := r.patchMetadata(ctx, obj, ops); err != nil {
 			return fmt.Errorf("removing finalizer: %w", client.IgnoreNotFound(err))
 		}

@@ -25,9 +25,9 @@ func TestParseBundle(t *testing.T) {
 			want: Bundle{ManifestsDir: "manifests", MetadataDir: "metadata", Metadata: Metadata{MediaType: MediaTypeChannels,
 				OperatorID: "kaddons", MinOperatorVersion: "v0.2.0", KubernetesVersions: ">=1.30.0 <1.36.0"}}},
 		{name: "the file wins on conflict", require: true,
-			labels: map[string]string{LabelMediaType: MediaTypeChannels, LabelOperatorID: "other", LabelManifests: "manifests/"},
+			labels:      map[string]string{LabelMediaType: MediaTypeChannels, LabelOperatorID: "other", LabelManifests: "manifests/"},
 			annotations: "annotations:\n  kaddons.dev.operator.id.v1: kaddons\n  kaddons.dev.bundle.manifests.v1: tree/\n",
-			want: Bundle{ManifestsDir: "tree", MetadataDir: "metadata", Metadata: Metadata{MediaType: MediaTypeChannels, OperatorID: "kaddons"}}},
+			want:        Bundle{ManifestsDir: "tree", MetadataDir: "metadata", Metadata: Metadata{MediaType: MediaTypeChannels, OperatorID: "kaddons"}}},
 		{name: "a plain tree", want: Bundle{ManifestsDir: ".", MetadataDir: "metadata", Metadata: Metadata{MediaType: MediaTypeChannels}}},
 		{name: "an image must say what it is", require: true, wantErr: "not a kaddons bundle"},
 		{name: "another mediatype", labels: map[string]string{LabelMediaType: "registry+v1"}, wantErr: "not a kaddons channels tree"},
@@ -91,7 +91,7 @@ func TestReadBundle(t *testing.T) {
 
 func TestReadPackageMetadata(t *testing.T) {
 	fsys := fstest.MapFS{
-		"packages/coredns/1.12.1/metadata.yaml": {Data: []byte("annotations:\n  kaddons.dev.kubernetes.versions.v1: \">=1.30\"\n  kaddons.dev.operator.min-version.v1: v0.3.0\n")},
+		"packages/coredns/1.12.1/metadata.yaml":      {Data: []byte("annotations:\n  kaddons.dev.kubernetes.versions.v1: \">=1.30\"\n  kaddons.dev.operator.min-version.v1: v0.3.0\n")},
 		"packages/coredns/1.11.3/kustomization.yaml": {Data: []byte("resources: []\n")},
 		"packages/coredns/9.9.9/metadata.yaml":       {Data: []byte("annotations:\n  kaddons.dev.mediatype.v1: kaddons-channels-v1\n")},
 		"packages/coredns/8.8.8/metadata.yaml":       {Data: []byte("annotations:\n  kaddons.dev.kubernetes.versions.v1: \">=one\"\n")},
@@ -125,10 +125,10 @@ func TestReadPackageMetadata(t *testing.T) {
 func TestCheck(t *testing.T) {
 	m := Metadata{OperatorID: "kaddons", MinOperatorVersion: "v0.3.0", KubernetesVersions: ">=1.30.0 <1.36.0"}
 	cases := []struct {
-		name                  string
-		meta                  Metadata
-		id, version, kube     string
-		wantReason            string
+		name              string
+		meta              Metadata
+		id, version, kube string
+		wantReason        string
 	}{
 		{name: "all satisfied", meta: m, id: "kaddons", version: "v0.3.0", kube: "v1.33.2"},
 		{name: "default id", meta: m, id: "", version: "v0.4.1", kube: "v1.35.9"},

@@ -244,13 +244,22 @@ func dirSize(dir string) (int64, error) {
 	return size, err
 }
 
+// The digest algorithms: sha256 for content, sha1 for a git commit.
+const (
+	algoSHA256 = "sha256"
+	algoSHA1   = "sha1"
+)
+
+// schemeHTTPS is the URL scheme of TLS.
+const schemeHTTPS = "https"
+
 // cutDigest splits "sha256:<hex>" and checks it.
 func cutDigest(d string) (algorithm, hex string, err error) {
 	algorithm, hex, ok := strings.Cut(d, ":")
 	if !ok || hex == "" {
 		return "", "", fmt.Errorf("digest %q is not <algorithm>:<hex>", d)
 	}
-	want := map[string]int{"sha256": 64, "sha1": 40}[algorithm]
+	want := map[string]int{algoSHA256: 64, algoSHA1: 40}[algorithm]
 	if want == 0 {
 		return "", "", fmt.Errorf("digest %q: the algorithm must be sha256 (or sha1 for a git commit)", d)
 	}
@@ -262,7 +271,7 @@ func cutDigest(d string) (algorithm, hex string, err error) {
 
 func isLowerHex(s string) bool {
 	for _, r := range s {
-		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f') {
+		if (r < '0' || r > '9') && (r < 'a' || r > 'f') {
 			return false
 		}
 	}

@@ -270,4 +270,3 @@ func errorOf(err error, format string, args ...any) error {
 	}
 	return fetchError(err, format, args...)
 }
-

@@ -162,7 +162,7 @@ func validate(req Request) error {
 		if err != nil {
 			return errorf(ReasonInvalidSource, err, "digest")
 		}
-		if algorithm == "sha1" && req.Kind != KindGit {
+		if algorithm == algoSHA1 && req.Kind != KindGit {
 			return errorf(ReasonInvalidSource, nil, "digest %q: only a git source pins a sha1 commit", req.Digest)
 		}
 	}
@@ -174,19 +174,24 @@ func validate(req Request) error {
 	}
 	switch req.Kind {
 	case KindOCI, KindGit, KindDirectory:
+		return nil
 	case KindHTTPS:
-		if req.Digest == "" {
-			return errorf(ReasonInvalidSource, nil, "an https source needs a sha256 digest: the archive is checked against it before it is used")
-		}
-		u, err := url.Parse(req.URL)
-		if err != nil || u.Host == "" {
-			return errorf(ReasonInvalidSource, err, "%q is not a URL", req.URL)
-		}
-		if u.Scheme != "https" && !(u.Scheme == "http" && req.Auth.Insecure && isLoopback(u.Host)) {
-			return errorf(ReasonInvalidSource, nil, "%q: an https source must use https (plain http only to a loopback address with insecure set)", req.URL)
-		}
-	default:
-		return errorf(ReasonInvalidSource, nil, "unknown source kind %q (oci, git, https or directory)", req.Kind)
+		return validateHTTPS(req)
+	}
+	return errorf(ReasonInvalidSource, nil, "unknown source kind %q (oci, git, https or directory)", req.Kind)
+}
+
+// validateHTTPS checks that an https source has a digest and an https URL.
+func validateHTTPS(req Request) error {
+	if req.Digest == "" {
+		return errorf(ReasonInvalidSource, nil, "an https source needs a sha256 digest: the archive is checked against it before it is used")
+	}
+	u, err := url.Parse(req.URL)
+	if err != nil || u.Host == "" {
+		return errorf(ReasonInvalidSource, err, "%q is not a URL", req.URL)
+	}
+	if u.Scheme != schemeHTTPS && (u.Scheme != "http" || !req.Auth.Insecure || !isLoopback(u.Host)) {
+		return errorf(ReasonInvalidSource, nil, "%q: an https source must use https (plain http only to a loopback address with insecure set)", req.URL)
 	}
 	return nil
 }

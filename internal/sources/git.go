@@ -39,7 +39,7 @@ func (f *fetcher) fetchGit(ctx context.Context, req Request, id string) (*Artifa
 		return nil, errorf(ReasonInvalidSource, err, "%q is not a git URL", req.URL)
 	}
 	switch {
-	case ep.Protocol == "https", ep.Protocol == "ssh":
+	case ep.Protocol == schemeHTTPS, ep.Protocol == "ssh":
 	case ep.Protocol == "http" && req.Auth.Insecure && isLoopback(ep.Host):
 	default:
 		return nil, errorf(ReasonInvalidSource, nil, "git URL %q: use https or ssh (plain http only to a loopback address with insecure set)", req.URL)
@@ -61,7 +61,7 @@ func (f *fetcher) fetchGit(ctx context.Context, req Request, id string) (*Artifa
 	if refName != "" {
 		revision = refName.Short() + "@" + revision
 	}
-	if algorithm, hex, _ := cutDigest(req.Digest); algorithm == "sha1" && hex != commit.String() {
+	if algorithm, hex, _ := cutDigest(req.Digest); algorithm == algoSHA1 && hex != commit.String() {
 		return nil, errorf(ReasonDigestMismatch, nil, "%s resolves to commit %s, not the pinned %s", req.URL, commit, hex)
 	}
 	resolution := id + "@" + commit.String()
@@ -69,6 +69,17 @@ func (f *fetcher) fetchGit(ctx context.Context, req Request, id string) (*Artifa
 		return f.finish(id, resolution, revision, e, "", false)
 	}
 
+	e, err := f.gitTree(ctx, req, auth, refName, commit, revision, work)
+	if err != nil {
+		return nil, err
+	}
+	return f.finish(id, resolution, revision, e, "", false)
+}
+
+// gitTree clones the commit into work and writes the tree at the request's path into the
+// cache, checking a sha256 pin against the tree's digest.
+func (f *fetcher) gitTree(ctx context.Context, req Request, auth transport.AuthMethod, refName plumbing.ReferenceName,
+	commit plumbing.Hash, revision, work string) (*cacheEntry, error) {
 	repo, err := gitClone(ctx, req, auth, refName, filepath.Join(work, "git"))
 	if err != nil {
 		return nil, err
@@ -102,14 +113,14 @@ func (f *fetcher) fetchGit(ctx context.Context, req Request, id string) (*Artifa
 	if err != nil {
 		return nil, errorf(ReasonFetchFailed, err, "hashing the tree")
 	}
-	if algorithm, _, _ := cutDigest(req.Digest); algorithm == "sha256" && req.Digest != digest {
+	if algorithm, _, _ := cutDigest(req.Digest); algorithm == algoSHA256 && req.Digest != digest {
 		return nil, errorf(ReasonDigestMismatch, nil, "the tree of %s is %s, not the pinned %s", revision, digest, req.Digest)
 	}
 	e, err := f.cache.insert(staging, entryMeta{Kind: KindGit, Digest: digest, Revision: revision})
 	if err != nil {
 		return nil, errorf(ReasonFetchFailed, err, "caching %s", revision)
 	}
-	return f.finish(id, resolution, revision, e, "", false)
+	return e, nil
 }
 
 // gitClone fetches refName (shallow) into a bare repository at dir, or, for a commit
@@ -156,6 +167,39 @@ func resolveGitRef(ctx context.Context, req Request, auth transport.AuthMethod) 
 	if err != nil {
 		return "", plumbing.ZeroHash, fetchError(err, "listing the refs of %s", req.URL)
 	}
+	hashes, head := listedRefs(refs)
+	var name plumbing.ReferenceName
+	switch {
+	case g.Tag != "":
+		name = plumbing.NewTagReferenceName(g.Tag)
+	case g.SemVer != "":
+		constraint, err := semver.NewConstraint(g.SemVer)
+		if err != nil {
+			return "", plumbing.ZeroHash, errorf(ReasonInvalidSource, err, "semver range %q", g.SemVer)
+		}
+		if name = highestTag(hashes, constraint); name == "" {
+			return "", plumbing.ZeroHash, errorf(ReasonFetchFailed, nil, "%s has no tag in the range %q", req.URL, g.SemVer)
+		}
+	case g.Branch != "":
+		name = plumbing.NewBranchReferenceName(g.Branch)
+	case head != "":
+		name = head
+	default:
+		return "", plumbing.ZeroHash, errorf(ReasonFetchFailed, nil, "%s has no default branch; name a branch, tag, range or commit", req.URL)
+	}
+	// The peeled commit of an annotated tag, else the ref's own hash.
+	h, ok := hashes[name+"^{}"]
+	if !ok {
+		h, ok = hashes[name]
+	}
+	if !ok {
+		return "", plumbing.ZeroHash, errorf(ReasonFetchFailed, nil, "%s has no %s", req.URL, name)
+	}
+	return name, h, nil
+}
+
+// listedRefs returns the hashes of a remote's refs and the branch its HEAD names.
+func listedRefs(refs []*plumbing.Reference) (map[plumbing.ReferenceName]plumbing.Hash, plumbing.ReferenceName) {
 	hashes := map[plumbing.ReferenceName]plumbing.Hash{}
 	var head plumbing.ReferenceName
 	for _, r := range refs {
@@ -178,51 +222,26 @@ func resolveGitRef(ctx context.Context, req Request, auth transport.AuthMethod) 
 			head = plumbing.ReferenceName(names[0])
 		}
 	}
-	// commitOf prefers the peeled commit of an annotated tag.
-	commitOf := func(n plumbing.ReferenceName) (plumbing.Hash, bool) {
-		if h, ok := hashes[n+"^{}"]; ok {
-			return h, true
-		}
-		h, ok := hashes[n]
-		return h, ok
-	}
+	return hashes, head
+}
+
+// highestTag returns the tag with the highest semantic version in the range, or "".
+func highestTag(hashes map[plumbing.ReferenceName]plumbing.Hash, constraint *semver.Constraints) plumbing.ReferenceName {
+	var best *semver.Version
 	var name plumbing.ReferenceName
-	switch {
-	case g.Tag != "":
-		name = plumbing.NewTagReferenceName(g.Tag)
-	case g.SemVer != "":
-		constraint, err := semver.NewConstraint(g.SemVer)
-		if err != nil {
-			return "", plumbing.ZeroHash, errorf(ReasonInvalidSource, err, "semver range %q", g.SemVer)
+	for n := range hashes {
+		if !n.IsTag() || strings.HasSuffix(string(n), "^{}") {
+			continue
 		}
-		var best *semver.Version
-		for n := range hashes {
-			if !n.IsTag() || strings.HasSuffix(string(n), "^{}") {
-				continue
-			}
-			v, err := semver.NewVersion(n.Short())
-			if err != nil || !constraint.Check(v) {
-				continue
-			}
-			if best == nil || v.GreaterThan(best) || (v.Equal(best) && n.Short() > name.Short()) {
-				best, name = v, n
-			}
+		v, err := semver.NewVersion(n.Short())
+		if err != nil || !constraint.Check(v) {
+			continue
 		}
-		if best == nil {
-			return "", plumbing.ZeroHash, errorf(ReasonFetchFailed, nil, "%s has no tag in the range %q", req.URL, g.SemVer)
+		if best == nil || v.GreaterThan(best) || (v.Equal(best) && n.Short() > name.Short()) {
+			best, name = v, n
 		}
-	case g.Branch != "":
-		name = plumbing.NewBranchReferenceName(g.Branch)
-	case head != "":
-		name = head
-	default:
-		return "", plumbing.ZeroHash, errorf(ReasonFetchFailed, nil, "%s has no default branch; name a branch, tag, range or commit", req.URL)
 	}
-	h, ok := commitOf(name)
-	if !ok {
-		return "", plumbing.ZeroHash, errorf(ReasonFetchFailed, nil, "%s has no %s", req.URL, name)
-	}
-	return name, h, nil
+	return name
 }
 
 // gitAuth returns the credentials of a git request: a key with known_hosts for ssh (the
@@ -318,4 +337,3 @@ func writeGitTree(ctx context.Context, w *treeWriter, tree *object.Tree, rel str
 	}
 	return nil
 }
-

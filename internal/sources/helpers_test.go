@@ -28,7 +28,7 @@ func writeTree(t *testing.T, value string) string {
 	t.Helper()
 	dir := t.TempDir()
 	files := map[string]string{
-		"stable": "manifests:\n- name: demo\n  version: 1.0.0\n",
+		"stable":                                 "manifests:\n- name: demo\n  version: 1.0.0\n",
 		"packages/demo/1.0.0/kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- configmap.yaml\n",
 		"packages/demo/1.0.0/configmap.yaml":     "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: demo\ndata:\n  value: " + value + "\n",
 	}

@@ -29,53 +29,15 @@ func (f *fetcher) fetchHTTPS(ctx context.Context, req Request, id string) (*Arti
 	if err != nil {
 		return nil, errorf(ReasonInvalidSource, err, "%q is not a URL", req.URL)
 	}
-	t, err := f.transportFor(req.Auth)
-	if err != nil {
-		return nil, err
-	}
-	client := &http.Client{
-		Transport: t,
-		CheckRedirect: func(next *http.Request, via []*http.Request) error {
-			if len(via) >= maxRedirects {
-				return fmt.Errorf("more than %d redirects", maxRedirects)
-			}
-			if next.URL.Host != u.Host || next.URL.Scheme != u.Scheme {
-				return &redirectError{to: next.URL.Redacted()}
-			}
-			return nil
-		},
-	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, req.URL, nil)
-	if err != nil {
-		return nil, errorf(ReasonInvalidSource, err, "%q", req.URL)
-	}
-	if req.Auth.Username != "" || req.Auth.Password != "" {
-		hreq.SetBasicAuth(req.Auth.Username, req.Auth.Password)
-	}
-	resp, err := client.Do(hreq)
-	if err != nil {
-		var re *redirectError
-		if errors.As(err, &re) {
-			return nil, errorf(ReasonFetchFailed, nil, "%s redirects to another host (%s); redirects are followed only on the same host", u.Redacted(), re.to)
-		}
-		return nil, fetchError(err, "downloading %s", u.Redacted())
-	}
-	defer resp.Body.Close() //nolint:errcheck
-	if resp.StatusCode != http.StatusOK {
-		return nil, fetchError(&httpStatusError{code: resp.StatusCode, status: resp.Status}, "downloading %s", u.Redacted())
-	}
-	if resp.ContentLength > f.limits.MaxBytes {
-		return nil, errorf(ReasonArchiveRefused, nil, "%s has %d bytes, more than the cap of %d", u.Redacted(), resp.ContentLength, f.limits.MaxBytes)
-	}
 	staging, err := f.cache.staging()
 	if err != nil {
 		return nil, errorf(ReasonFetchFailed, err, "preparing the cache")
 	}
 	defer os.RemoveAll(staging) //nolint:errcheck // insert moved it when it succeeded
 	archive := filepath.Join(staging, "archive")
-	sum, err := download(resp.Body, archive, f.limits.MaxBytes)
+	sum, err := f.get(ctx, req, u, archive)
 	if err != nil {
-		return nil, errorOf(err, "downloading %s", u.Redacted())
+		return nil, err
 	}
 	if sum != req.Digest {
 		return nil, errorf(ReasonDigestMismatch, nil, "%s is %s, not the pinned %s", u.Redacted(), sum, req.Digest)
@@ -104,6 +66,54 @@ func (f *fetcher) fetchHTTPS(ctx context.Context, req Request, id string) (*Arti
 		return nil, errorf(ReasonFetchFailed, err, "caching %s", u.Redacted())
 	}
 	return f.finish(id, resolution, revision, e, req.Path, false)
+}
+
+// get downloads req's URL to the file archive within the byte cap and returns its digest.
+// Redirects are followed only on the same host and scheme.
+func (f *fetcher) get(ctx context.Context, req Request, u *url.URL, archive string) (string, error) {
+	t, err := f.transportFor(req.Auth)
+	if err != nil {
+		return "", err
+	}
+	client := &http.Client{
+		Transport: t,
+		CheckRedirect: func(next *http.Request, via []*http.Request) error {
+			if len(via) >= maxRedirects {
+				return fmt.Errorf("more than %d redirects", maxRedirects)
+			}
+			if next.URL.Host != u.Host || next.URL.Scheme != u.Scheme {
+				return &redirectError{to: next.URL.Redacted()}
+			}
+			return nil
+		},
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, req.URL, nil)
+	if err != nil {
+		return "", errorf(ReasonInvalidSource, err, "%q", req.URL)
+	}
+	if req.Auth.Username != "" || req.Auth.Password != "" {
+		hreq.SetBasicAuth(req.Auth.Username, req.Auth.Password)
+	}
+	resp, err := client.Do(hreq)
+	if err != nil {
+		var re *redirectError
+		if errors.As(err, &re) {
+			return "", errorf(ReasonFetchFailed, nil, "%s redirects to another host (%s); redirects are followed only on the same host", u.Redacted(), re.to)
+		}
+		return "", fetchError(err, "downloading %s", u.Redacted())
+	}
+	defer resp.Body.Close() //nolint:errcheck
+	if resp.StatusCode != http.StatusOK {
+		return "", fetchError(&httpStatusError{code: resp.StatusCode, status: resp.Status}, "downloading %s", u.Redacted())
+	}
+	if resp.ContentLength > f.limits.MaxBytes {
+		return "", errorf(ReasonArchiveRefused, nil, "%s has %d bytes, more than the cap of %d", u.Redacted(), resp.ContentLength, f.limits.MaxBytes)
+	}
+	sum, err := download(resp.Body, archive, f.limits.MaxBytes)
+	if err != nil {
+		return "", errorOf(err, "downloading %s", u.Redacted())
+	}
+	return sum, nil
 }
 
 type redirectError struct{ to string }

@@ -90,7 +90,7 @@ func TestHTTPSFetch(t *testing.T) {
 	tree := writeTree(t, "one")
 	good := tarGz(t, tree, "channels/")
 	other := newArchiveServer(t, map[string][]byte{"/channels.tar.gz": good}, nil)
-	evil := makeEvilArchive(t)
+	evil := makeEvilArchive()
 	srv := newArchiveServer(t, map[string][]byte{
 		"/channels.tar.gz": good,
 		"/big.tar.gz":      bytes.Repeat([]byte{0}, 5000),
@@ -144,7 +144,7 @@ func TestHTTPSFetch(t *testing.T) {
 }
 
 // makeEvilArchive is a .tar.gz with a channels tree and one entry that leaves it.
-func makeEvilArchive(t *testing.T) []byte {
+func makeEvilArchive() []byte {
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(zw)

@@ -58,8 +58,9 @@ func (f *fetcher) remoteOptions(ctx context.Context, req Request, id string, ref
 	if !req.Auth.Insecure {
 		rt = httpsOnly{t}
 	}
-	opts := []remote.Option{remote.WithContext(ctx), remote.WithTransport(rt), remote.WithAuth(auth),
-		remote.WithUserAgent("kaddons"), remote.WithRetryBackoff(retryBackoff)}
+	opts := make([]remote.Option, 0, 6)
+	opts = append(opts, remote.WithContext(ctx), remote.WithTransport(rt), remote.WithAuth(auth),
+		remote.WithUserAgent("kaddons"), remote.WithRetryBackoff(retryBackoff))
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	p, ok := f.pullers[id]
@@ -306,7 +307,7 @@ func notFound(err error) bool {
 type httpsOnly struct{ next http.RoundTripper }
 
 func (h httpsOnly) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.URL.Scheme != "https" {
+	if r.URL.Scheme != schemeHTTPS {
 		return nil, fmt.Errorf("refusing plain HTTP to %s: the source is not marked insecure", r.URL.Host)
 	}
 	return h.next.RoundTrip(r)

@@ -147,7 +147,7 @@ spec:
 		g := NewWithT(t)
 		d := &addonsv1alpha1.Dashboard{ObjectMeta: metav1.ObjectMeta{Namespace: nsA, Name: "dashboard"}}
 		waitAddon(t, d, isReady)
-		g.Expect(d.Status.Inventory).To(ContainElement(addonsv1alpha1.ObjectReference{Version: "v1", Kind: "Namespace", Name: ui}))
+		g.Expect(d.Status.Inventory.Objects()).To(ContainElement(addonsv1alpha1.ObjectReference{Version: "v1", Kind: "Namespace", Name: ui}))
 		for _, name := range []string{"kubernetes-dashboard", "dashboard-metrics-scraper"} {
 			ctx, cancel := background()
 			deploy := &appsv1.Deployment{}
@@ -193,10 +193,10 @@ spec:
 	t.Run("the two CoreDNS do not collide", func(t *testing.T) {
 		g := NewWithT(t)
 		a := map[objectRef]bool{}
-		for _, r := range dnsA.Status.Inventory {
+		for _, r := range dnsA.Status.Inventory.Objects() {
 			a[refFromInventory(r)] = true
 		}
-		for _, r := range dnsB.Status.Inventory {
+		for _, r := range dnsB.Status.Inventory.Objects() {
 			g.Expect(a).NotTo(HaveKey(refFromInventory(r)), "both CoreDNS list %s", r)
 		}
 		g.Eventually(expectInventoryConsistent).WithTimeout(readyTimeout).WithPolling(poll).Should(Succeed())
@@ -204,8 +204,8 @@ spec:
 		// Deleting one leaves the other, and everything that follows it, untouched.
 		_, err := kubectl("delete", "coredns.addons.kaddons.dev/coredns", "-n", nsB, "--timeout="+deleteTimeout.String())
 		g.Expect(err).NotTo(HaveOccurred())
-		expectGone(t, dnsB.Status.Inventory)
-		for _, r := range dnsA.Status.Inventory {
+		expectGone(t, dnsB.Status.Inventory.Objects())
+		for _, r := range dnsA.Status.Inventory.Objects() {
 			found, err := exists(refFromInventory(r))
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(found).To(BeTrue(), "%s of the other CoreDNS was deleted", r)

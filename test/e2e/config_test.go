@@ -78,7 +78,7 @@ spec:
 				g.Expect(ready.Reason).To(Equal(addonsv1alpha1.ReasonPaused))
 			})
 			g.Expect(ready.Message).To(Equal("reconciliation of every Dashboard is paused by the operator configuration"))
-			g.Expect(d.Status.Inventory).To(BeEmpty())
+			g.Expect(d.Status.Inventory.Objects()).To(BeEmpty())
 			g.Expect(manager.logHasLine("Starting manager", path, "mirror.e2e.example/k8s")).To(BeTrue())
 		})
 	}

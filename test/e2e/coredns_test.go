@@ -92,13 +92,13 @@ func TestSampleCreateReady(t *testing.T) {
 
 	// Deleting the sample removes every child, its cluster-scoped RBAC (named as
 	// packaged in kube-system) included.
-	g.Expect(cr.Status.Inventory).To(ContainElements(
+	g.Expect(cr.Status.Inventory.Objects()).To(ContainElements(
 		addonsv1alpha1.ObjectReference{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole", Name: "system:coredns"},
 		addonsv1alpha1.ObjectReference{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRoleBinding", Name: "system:coredns"},
 	))
 	_, err = kubectl("delete", "-f", sample, "--timeout="+deleteTimeout.String())
 	g.Expect(err).NotTo(HaveOccurred())
-	expectGone(t, cr.Status.Inventory)
+	expectGone(t, cr.Status.Inventory.Objects())
 }
 
 // TestUpgrade changes spec.version and follows the rollout: the Deployment gets the new
@@ -199,13 +199,13 @@ func TestOperatorRestart(t *testing.T) {
 
 	// One object of each packaged kind, named as expected.
 	counts := map[string]int{}
-	for _, ref := range cr.Status.Inventory {
+	for _, ref := range cr.Status.Inventory.Objects() {
 		counts[ref.Kind]++
 	}
 	g.Expect(counts).To(Equal(map[string]int{
 		"ServiceAccount": 1, "ConfigMap": 1, "Service": 1, "Deployment": 1, "PodDisruptionBudget": 1,
 		"ClusterRole": 1, "ClusterRoleBinding": 1,
-	}), "inventory %v", cr.Status.Inventory)
+	}), "inventory %v", cr.Status.Inventory.Objects())
 	g.Eventually(expectInventoryConsistent).WithTimeout(time.Minute).WithPolling(poll).Should(Succeed())
 }
 
@@ -217,11 +217,11 @@ func TestDelete(t *testing.T) {
 	_, err := kubectlIn(coreDNSManifest(ns, newVersion, 1), "apply", "-f", "-")
 	g.Expect(err).NotTo(HaveOccurred())
 	cr := expectReady(t, ns)
-	g.Expect(cr.Status.Inventory).To(ContainElements(
+	g.Expect(cr.Status.Inventory.Objects()).To(ContainElements(
 		addonsv1alpha1.ObjectReference{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole", Name: "system:coredns-" + ns},
 		addonsv1alpha1.ObjectReference{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRoleBinding", Name: "system:coredns-" + ns},
 	))
-	for _, ref := range cr.Status.Inventory {
+	for _, ref := range cr.Status.Inventory.Objects() {
 		found, err := exists(refFromInventory(ref))
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(found).To(BeTrue(), "%s is in the inventory but does not exist", ref)
@@ -229,7 +229,7 @@ func TestDelete(t *testing.T) {
 
 	_, err = kubectl("delete", "coredns/"+coreDNSName, "-n", ns, "--timeout="+deleteTimeout.String())
 	g.Expect(err).NotTo(HaveOccurred())
-	expectGone(t, cr.Status.Inventory)
+	expectGone(t, cr.Status.Inventory.Objects())
 	g.Expect(listManaged(g, client.MatchingLabels{labelNamespace: ns, labelName: coreDNSName})).To(BeEmpty(),
 		"objects still labelled as the deleted add-on's")
 }

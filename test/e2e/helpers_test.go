@@ -147,7 +147,7 @@ func describeAddons() string {
 			printf("  %s=%s %s (generation %d, since %s): %s\n", c.Type, c.Status, c.Reason,
 				c.ObservedGeneration, c.LastTransitionTime.UTC().Format(time.RFC3339), c.Message)
 		}
-		for _, ref := range a.status.Inventory {
+		for _, ref := range a.status.Inventory.Objects() {
 			printf("  inventory: %s\n", ref)
 		}
 	}
@@ -468,7 +468,7 @@ func expectInventoryConsistent(g Gomega) {
 	for _, a := range listAddons() {
 		g.Expect(a.deleting).To(BeFalse(), "%s %s/%s is still being deleted", a.kind, a.namespace, a.name)
 		own := map[objectRef]bool{}
-		for _, r := range a.status.Inventory {
+		for _, r := range a.status.Inventory.Objects() {
 			ref := refFromInventory(r)
 			g.Expect(own).NotTo(HaveKey(ref), "%s %s/%s lists %s twice", a.kind, a.namespace, a.name, ref)
 			own[ref] = true
@@ -488,7 +488,7 @@ func expectInventoryConsistent(g Gomega) {
 		}
 		g.Expect(extra).To(BeEmpty(), "objects labelled as %s %s/%s but not in its inventory", a.kind, a.namespace, a.name)
 		g.Expect(labelled).To(HaveLen(len(own)), "%s %s/%s: labelled objects %v, inventory %v", a.kind, a.namespace,
-			a.name, labelled, a.status.Inventory)
+			a.name, labelled, a.status.Inventory.Objects())
 	}
 	var orphans []string
 	for _, ref := range listManaged(g, client.MatchingLabels{labelManagedBy: "kaddons"}) {

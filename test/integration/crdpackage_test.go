@@ -99,6 +99,6 @@ func TestPackageWithCRDAndCustomResourceConverges(t *testing.T) {
 	size, _, _ := unstructured.NestedInt64(widget.Object, "spec", "size")
 	g.Expect(size).To(BeEquivalentTo(3))
 	g.Expect(widget.GetLabels()).To(HaveKeyWithValue(engine.LabelName, "widgets"))
-	g.Expect(cr.Status.Inventory).To(HaveLen(2))
-	g.Expect(cr.Status.Inventory[0].Kind).To(Equal("CustomResourceDefinition"), "the CRD is applied first")
+	g.Expect(cr.Status.Inventory.Objects()).To(HaveLen(2))
+	g.Expect(cr.Status.Inventory.Objects()[0].Kind).To(Equal("CustomResourceDefinition"), "the CRD is applied first")
 }

@@ -159,20 +159,17 @@ func ValidateTree(tree string) error {
 	return nil
 }
 
-// packTree writes the tree as a tar: its files under manifests/ (leaving out skip and
-// .git folders) and annotations as metadata/annotations.yaml, sorted, with zero times and
-// owners, within limits. Symbolic links and special files are refused, as the operator
-// would refuse them.
-func packTree(tree, skip string, annotations []byte, limits sources.Limits) ([]byte, error) {
-	if limits == (sources.Limits{}) {
-		limits = sources.DefaultLimits
-	}
-	type entry struct {
-		name string
-		dir  bool
-		path string
-	}
-	var entries []entry
+// treeEntry is a folder or regular file of a tree.
+type treeEntry struct {
+	name string // slash-separated, relative to the tree
+	dir  bool
+	path string // on disk, for a file
+}
+
+// listTree lists the folders and regular files of tree, leaving out the folder skip and
+// .git folders, and refuses symbolic links and special files.
+func listTree(tree, skip string) ([]treeEntry, error) {
+	var entries []treeEntry
 	err := filepath.WalkDir(tree, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -187,14 +184,26 @@ func packTree(tree, skip string, annotations []byte, limits sources.Limits) ([]b
 		}
 		switch {
 		case d.IsDir():
-			entries = append(entries, entry{name: rel, dir: true})
+			entries = append(entries, treeEntry{name: rel, dir: true})
 		case d.Type().IsRegular():
-			entries = append(entries, entry{name: rel, path: p})
+			entries = append(entries, treeEntry{name: rel, path: p})
 		default:
 			return fmt.Errorf("%s is a symbolic link or a special file; a bundle holds folders and regular files only", rel)
 		}
 		return nil
 	})
+	return entries, err
+}
+
+// packTree writes the tree as a tar: its files under manifests/ (leaving out skip and
+// .git folders) and annotations as metadata/annotations.yaml, sorted, with zero times and
+// owners, within limits. Symbolic links and special files are refused, as the operator
+// would refuse them.
+func packTree(tree, skip string, annotations []byte, limits sources.Limits) ([]byte, error) {
+	if limits == (sources.Limits{}) {
+		limits = sources.DefaultLimits
+	}
+	entries, err := listTree(tree, skip)
 	if err != nil {
 		return nil, err
 	}
@@ -202,24 +211,24 @@ func packTree(tree, skip string, annotations []byte, limits sources.Limits) ([]b
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	var total int64
-	header := func(name string, dir bool, size int64) *tar.Header {
-		h := &tar.Header{Name: name, Mode: 0o644, Size: size, Typeflag: tar.TypeReg, Format: tar.FormatPAX}
+	header := func(entry string, dir bool, size int64) *tar.Header {
+		h := &tar.Header{Name: entry, Mode: 0o644, Size: size, Typeflag: tar.TypeReg, Format: tar.FormatPAX}
 		if dir {
-			h.Name, h.Mode, h.Typeflag, h.Size = name+"/", 0o755, tar.TypeDir, 0
+			h.Name, h.Mode, h.Typeflag, h.Size = entry+"/", 0o755, tar.TypeDir, 0
 		}
 		return h
 	}
 	manifests := strings.TrimSuffix(sources.DefaultManifestsDir, "/")
 	metadata := strings.TrimSuffix(sources.DefaultMetadataDir, "/")
-	write := func(name string, dir bool, data []byte) error {
-		if depth := strings.Count(name, "/") + 1; depth > limits.MaxDepth {
-			return fmt.Errorf("%s is %d folders deep, more than the operator's cap of %d", name, depth, limits.MaxDepth)
+	write := func(entry string, dir bool, data []byte) error {
+		if depth := strings.Count(entry, "/") + 1; depth > limits.MaxDepth {
+			return fmt.Errorf("%s is %d folders deep, more than the operator's cap of %d", entry, depth, limits.MaxDepth)
 		}
 		total += int64(len(data))
 		if total > limits.MaxBytes {
 			return fmt.Errorf("the tree has more than %d bytes, the operator's cap", limits.MaxBytes)
 		}
-		if err := tw.WriteHeader(header(name, dir, int64(len(data)))); err != nil {
+		if err := tw.WriteHeader(header(entry, dir, int64(len(data)))); err != nil {
 			return err
 		}
 		_, err := tw.Write(data)
