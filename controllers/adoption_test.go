@@ -76,6 +76,8 @@ func TestNeverTakesOverWhatItDidNotCreate(t *testing.T) {
 		g.Expect(ready.Message).To(ContainSubstring(o.GetName()))
 	}
 	g.Expect(ready.Message).To(ContainSubstring("spec.adopt: IfUnmanaged"))
+	// A Warning event says the same, on the add-on, in its namespace.
+	expectWarning(t, ns, cr.Name, addonsv1alpha1.ReasonAdoptionRequired, ready.Message)
 	g.Expect(cr.Status.Inventory.Objects()).To(BeEmpty())
 	expectUntouched(t, existing)
 

@@ -29,6 +29,13 @@ const kubeadmVersion = "1.14.6"
 // kube-system exactly.
 func kubeadmObjects(t *testing.T, file, ns string) []*unstructured.Unstructured {
 	t.Helper()
+	return kubeadmObjectsEdited(t, file, ns, func(*unstructured.Unstructured) {})
+}
+
+// kubeadmObjectsEdited is kubeadmObjects with edit applied to each object before it is
+// created, such as an older CoreDNS image.
+func kubeadmObjectsEdited(t *testing.T, file, ns string, edit func(*unstructured.Unstructured)) []*unstructured.Unstructured {
+	t.Helper()
 	data, err := os.ReadFile(filepath.Join("..", "test", "testdata", "kubeadm", file))
 	if err != nil {
 		t.Fatal(err)
@@ -52,6 +59,7 @@ func kubeadmObjects(t *testing.T, file, ns string) []*unstructured.Unstructured 
 		default:
 			u.SetNamespace(ns)
 		}
+		edit(u)
 		if err := k8sClient.Create(context.Background(), u, client.FieldOwner("kubeadm")); err != nil {
 			t.Fatalf("creating kubeadm's %s %s: %v", u.GetKind(), u.GetName(), err)
 		}

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -92,5 +93,26 @@ func (r *Reconciler) recordEvents(before, after addonsv1alpha1.Addon, st *reconc
 
 // event records one event on the add-on.
 func (r *Reconciler) event(obj addonsv1alpha1.Addon, eventType, reason, action, format string, args ...any) {
-	r.recorder.Eventf(obj, nil, eventType, reason, action, "%s", fmt.Sprintf(format, args...))
+	r.recorder.Eventf(obj, nil, eventType, reason, action, "%s", eventNote(fmt.Sprintf(format, args...)))
+}
+
+// maxEventNote is the longest note the API server accepts on an event; it rejects the
+// whole event beyond it.
+const maxEventNote = 1024
+
+// truncatedSuffix ends a note cut to maxEventNote. The add-on's status has the whole
+// message (and status.adopted every adopted object).
+const truncatedSuffix = " ... (cut; the add-on's status has all of it)"
+
+// eventNote returns message cut to what an event may hold, at a character boundary, so
+// that a long list of objects loses its tail rather than the whole event.
+func eventNote(message string) string {
+	if len(message) <= maxEventNote {
+		return message
+	}
+	cut := maxEventNote - len(truncatedSuffix)
+	for cut > 0 && !utf8.RuneStart(message[cut]) {
+		cut--
+	}
+	return message[:cut] + truncatedSuffix
 }
