@@ -24,14 +24,15 @@ import (
 // transient error on its own schedule.
 var retryBackoff = remote.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Steps: 2}
 
-// parseReference parses an oci source's image reference; plain HTTP is allowed only with
+// parseReference parses an oci source's image reference (an oci:// prefix is allowed);
+// plain HTTP is allowed only with
 // insecure set and only to a loopback registry.
 func parseReference(ref string, insecure bool) (name.Reference, error) {
 	var opts []name.Option
 	if insecure {
 		opts = append(opts, name.Insecure)
 	}
-	r, err := name.ParseReference(ref, opts...)
+	r, err := name.ParseReference(strings.TrimPrefix(ref, "oci://"), opts...)
 	if err != nil {
 		return nil, errorf(ReasonInvalidSource, err, "%q is not an image reference", ref)
 	}
@@ -116,7 +117,7 @@ func (f *fetcher) fetchOCI(ctx context.Context, req Request, id string) (*Artifa
 	}
 	byDigestRef := ref.Context().Digest(digest.String())
 	if req.Verify != nil {
-		if err := verifySignature(byDigestRef, req.Verify.PublicKeys, opts); err != nil {
+		if err := verifySignature(byDigestRef, req.Verify, opts); err != nil {
 			return nil, err
 		}
 	}

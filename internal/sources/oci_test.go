@@ -2,6 +2,7 @@ package sources_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"fmt"
@@ -50,7 +51,7 @@ func TestOCIFetch(t *testing.T) {
 	f := newFetcher(t, sources.Limits{})
 	ctx := context.Background()
 
-	a, err := f.Fetch(ctx, ociRequest(reg.host()+"/bundles/demo:v1"))
+	a, err := f.Fetch(ctx, ociRequest("oci://"+reg.host()+"/bundles/demo:v1"))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(a.Digest).To(Equal(ref.DigestStr()))
 	g.Expect(a.Revision).To(Equal("v1@" + ref.DigestStr()))
@@ -261,14 +262,19 @@ func TestOCIVerification(t *testing.T) {
 	}
 
 	cases := []struct {
-		name       string
-		ref        string
-		keys       [][]byte
-		wantReason string
+		name          string
+		ref           string
+		keys          [][]byte
+		allowUnsigned bool
+		wantValue     string
+		wantReason    string
 	}{
 		{name: "signed", ref: signed.String(), keys: [][]byte{pub}},
 		{name: "signed, by tag, one of two keys", ref: reg.host() + "/bundles/signed:v1", keys: [][]byte{otherPub, pub}},
 		{name: "unsigned", ref: unsigned.String(), keys: [][]byte{pub}, wantReason: sources.ReasonVerificationFailed},
+		{name: "unsigned, allowed", ref: unsigned.String(), keys: [][]byte{pub}, allowUnsigned: true, wantValue: "unsigned"},
+		{name: "wrong key, unsigned allowed", ref: signed.String(), keys: [][]byte{otherPub}, allowUnsigned: true,
+			wantReason: sources.ReasonVerificationFailed},
 		{name: "wrong key", ref: signed.String(), keys: [][]byte{otherPub}, wantReason: sources.ReasonVerificationFailed},
 		{name: "a signature of another digest", ref: copied.String(), keys: [][]byte{pub}, wantReason: sources.ReasonDigestMismatch},
 		{name: "tampered payload", ref: tampered.String(), keys: [][]byte{pub}, wantReason: sources.ReasonVerificationFailed},
@@ -279,11 +285,11 @@ func TestOCIVerification(t *testing.T) {
 			g := NewWithT(t)
 			f := newFetcher(t, sources.Limits{})
 			req := ociRequest(tc.ref)
-			req.Verify = &sources.Verification{PublicKeys: tc.keys}
+			req.Verify = &sources.Verification{PublicKeys: tc.keys, AllowUnsigned: tc.allowUnsigned}
 			a, err := f.Fetch(ctx, req)
 			if tc.wantReason == "" {
 				g.Expect(err).NotTo(HaveOccurred())
-				g.Expect(configValue(t, a)).To(Equal("signed"))
+				g.Expect(configValue(t, a)).To(Equal(cmp.Or(tc.wantValue, "signed")))
 				return
 			}
 			g.Expect(err).To(HaveOccurred())

@@ -78,6 +78,9 @@ type Auth struct {
 type Verification struct {
 	// PublicKeys are PEM-encoded public keys (cosign's key-based format).
 	PublicKeys [][]byte
+	// AllowUnsigned accepts a bundle that has no signature at all; a signature that is
+	// there but does not verify is still refused.
+	AllowUnsigned bool
 }
 
 // Artifact is a fetched, verified and extracted channels tree.

@@ -55,11 +55,11 @@ func LoadPublicKeys(pems [][]byte) ([]signature.Verifier, error) {
 }
 
 // verifySignature checks that a signature of ref's digest, in cosign's key-based format,
-// verifies against one of the public keys and names that digest. No signature, or none
-// that verifies, is VerificationFailed; a valid signature of another digest is
-// DigestMismatch.
-func verifySignature(ref name.Digest, publicKeys [][]byte, opts []remote.Option) error {
-	verifiers, err := LoadPublicKeys(publicKeys)
+// verifies against one of the public keys and names that digest. No signature (unless
+// v.AllowUnsigned), or none that verifies, is VerificationFailed; a valid signature of
+// another digest is DigestMismatch.
+func verifySignature(ref name.Digest, v *Verification, opts []remote.Option) error {
+	verifiers, err := LoadPublicKeys(v.PublicKeys)
 	if err != nil {
 		return errorf(ReasonInvalidSource, err, "the verification keys")
 	}
@@ -67,6 +67,9 @@ func verifySignature(ref name.Digest, publicKeys [][]byte, opts []remote.Option)
 	img, err := remote.Image(sigTag, opts...)
 	if err != nil {
 		if notFound(err) {
+			if v.AllowUnsigned {
+				return nil
+			}
 			return errorf(ReasonVerificationFailed, nil, "%s is not signed: no signature at %s", ref, sigTag)
 		}
 		return registryError(err, "reading the signatures of %s", ref)
@@ -76,6 +79,9 @@ func verifySignature(ref name.Digest, publicKeys [][]byte, opts []remote.Option)
 		return registryError(err, "reading the signatures of %s", ref)
 	}
 	if len(manifest.Layers) == 0 {
+		if v.AllowUnsigned {
+			return nil
+		}
 		return errorf(ReasonVerificationFailed, nil, "%s is not signed: %s holds no signature", ref, sigTag)
 	}
 	var reasons []string
