@@ -42,7 +42,8 @@ func SetupPolicies(mgr ctrl.Manager, ns string) (engine.PermitFunc, []client.Obj
 }
 
 // PolicyChecker decides, with the AddonPolicies of the operator's namespace, whether an
-// add-on may be applied. Without any AddonPolicy everything is permitted.
+// add-on may be applied. Without any AddonPolicy, the add-ons of trusted namespaces are
+// permitted and all others refused.
 type PolicyChecker struct {
 	// Namespace is where AddonPolicies count: the operator's own namespace.
 	Namespace string
@@ -58,21 +59,27 @@ func (p *PolicyChecker) Permit(ctx context.Context, req engine.PermitRequest) (s
 	if err := p.Policies.List(ctx, policies, client.InNamespace(p.Namespace)); err != nil {
 		return "", fmt.Errorf("listing the AddonPolicies of %s: %w", p.Namespace, err)
 	}
-	if len(policies.Items) == 0 {
-		return "", nil
-	}
-	ns := &metav1.PartialObjectMetadata{}
-	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
-	if err := p.Namespaces.Get(ctx, client.ObjectKey{Name: req.Addon.GetNamespace()}, ns); err != nil {
-		return "", fmt.Errorf("reading namespace %s: %w", req.Addon.GetNamespace(), err)
+	var nsLabels map[string]string
+	if len(policies.Items) > 0 {
+		ns := &metav1.PartialObjectMetadata{}
+		ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+		if err := p.Namespaces.Get(ctx, client.ObjectKey{Name: req.Addon.GetNamespace()}, ns); err != nil {
+			return "", fmt.Errorf("reading namespace %s: %w", req.Addon.GetNamespace(), err)
+		}
+		nsLabels = ns.GetLabels()
 	}
 	d := policy.Evaluate(policies.Items, policy.Request{
 		Namespace:       req.Addon.GetNamespace(),
-		NamespaceLabels: ns.GetLabels(),
-		Kind:            req.Addon.GetObjectKind().GroupVersionKind().Kind,
+		NamespaceLabels: nsLabels,
+		Trusted:         req.Trusted,
+		PolicyNamespace: p.Namespace,
+		Kind:            req.Kind,
 		Channel:         req.Channel,
 		Version:         req.Version,
+		TargetNamespace: req.TargetNamespace,
 		HasPatches:      len(req.Addon.PatchSpec().Patches) > 0,
+		PatchKinds:      req.PatchKinds,
+		FreeFormFields:  req.FreeFormFields,
 	})
 	if d.Permitted {
 		return "", nil

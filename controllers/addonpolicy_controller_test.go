@@ -2,16 +2,20 @@ package controllers
 
 import (
 	"context"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	configv1alpha1 "github.com/kaddons/kaddons/api/config/v1alpha1"
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
@@ -130,4 +134,39 @@ func setVersions(t *testing.T, policy *configv1alpha1.AddonPolicy, versions stri
 		policy.Spec.Rules[0].Versions = versions
 		g.Expect(k8sClient.Update(context.Background(), policy)).To(Succeed())
 	}).WithTimeout(eventuallyTimeout).Should(Succeed())
+}
+
+// TestFreeFormFieldsAreSpecFields checks that every free-form field an add-on definition
+// declares is a field of its CRD, so that an AddonPolicy's freeFormFields and the
+// engine's check name real fields, and that docs/configuration.md lists it.
+func TestFreeFormFieldsAreSpecFields(t *testing.T) {
+	lists := readRegistryLists(t)
+	doc := string(repoFile(t, "docs/configuration.md"))
+	declared := 0
+	for _, def := range Definitions() {
+		gvk, err := apiutil.GVKForObject(def.Prototype, testScheme)
+		if err != nil {
+			t.Fatal(err)
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		decodeYAML(t, filepath.Join("config", "crd", "bases", lists.crdFiles[gvk.Kind]), crd)
+		for _, path := range def.FreeFormFields {
+			declared++
+			schema := crd.Spec.Versions[0].Schema.OpenAPIV3Schema
+			for _, name := range strings.Split(path, ".") {
+				next, ok := schema.Properties[name]
+				if !ok {
+					t.Errorf("%s declares the free-form field %s, which its CRD does not have (%s)", gvk.Kind, path, name)
+					break
+				}
+				schema = &next
+			}
+			if !strings.Contains(doc, "`"+path+"` ("+gvk.Kind+")") {
+				t.Errorf("docs/configuration.md does not list the free-form field `%s` (%s)", path, gvk.Kind)
+			}
+		}
+	}
+	if declared == 0 {
+		t.Error("no definition declares a free-form field; CoreDNS has spec.corefile")
+	}
 }

@@ -54,7 +54,9 @@ func CoreDNSDefinition() engine.Definition {
 			policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget"),
 		},
 		Transforms: []engine.ObjectTransform{transformCoreDNS},
-		Inputs:     adoptedCorefile,
+		// The Corefile is written into the ConfigMap as given: AddonPolicy decides who may set it.
+		FreeFormFields: []string{"spec.corefile"},
+		Inputs:         adoptedCorefile,
 	}
 }
 

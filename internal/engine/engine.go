@@ -65,6 +65,11 @@ type Definition struct {
 	// Follows lists the other add-ons whose settings this add-on's transforms read (a
 	// NodeLocalDNS follows a CoreDNS). A change to one of them reconciles this add-on.
 	Follows func(addon addonsv1alpha1.Addon) []addonsv1alpha1.AddonReference
+	// FreeFormFields lists, by path (spec.corefile), the add-on's own spec fields whose
+	// content reaches its rendered objects without a schema, as spec.patches does (which
+	// every add-on has, and which is not listed here). AddonPolicy rules allow each one by
+	// this path; the engine tells the policy which of them an add-on sets.
+	FreeFormFields []string
 	// Inputs computes what the transforms read from outside the add-on's own spec, such
 	// as a followed add-on's settings or an existing config file to adopt. The result is
 	// part of the render cache key and reaches transforms as RenderInput.Inputs. A

@@ -38,15 +38,11 @@ func (r *Reconciler) gate(ctx context.Context, st *reconcileState) outcome {
 	for _, dep := range st.addon.GetAddonSpec().DependsOn {
 		key := dependencyKey(st.addon, dep)
 		u, err := r.getAddon(ctx, key)
-		switch {
-		case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
-			waiting = append(waiting, key.String()+": not found")
-		case err != nil:
+		if err != nil && !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
 			return failed(addonsv1alpha1.ReasonDependencyNotReady, fmt.Errorf("reading dependency %s: %w", key, err))
-		default:
-			if ok, why := addonReady(u); !ok {
-				waiting = append(waiting, key.String()+": "+why)
-			}
+		}
+		if why := dependencyWait(st.addon, key, u, err); why != "" {
+			waiting = append(waiting, key.String()+": "+why)
 		}
 	}
 	if len(waiting) > 0 {
@@ -105,6 +101,25 @@ func (r *Reconciler) getAddon(ctx context.Context, key addonKey) (addonsv1alpha1
 	return addon, err
 }
 
+// dependencyWait says why the dependency key (read as dep, or not found: getErr) is not
+// Ready yet, or "" when it is. For a dependency in another namespace than the dependent
+// it says only "not Ready": whether it exists, and its reason and message, belong to that
+// namespace, and the dependent's author may not be able to read them.
+func dependencyWait(dependent addonsv1alpha1.Addon, key addonKey, dep addonsv1alpha1.Addon, getErr error) string {
+	if getErr == nil {
+		ok, why := addonReady(dep)
+		switch {
+		case ok:
+			return ""
+		case key.namespace == dependent.GetNamespace():
+			return why
+		}
+	} else if key.namespace == dependent.GetNamespace() {
+		return "not found"
+	}
+	return "not Ready"
+}
+
 // addonReady reports whether an add-on's Ready condition is True for its generation.
 func addonReady(a addonsv1alpha1.Addon) (bool, string) {
 	ready := meta.FindStatusCondition(a.GetAddonStatus().Conditions, addonsv1alpha1.ConditionReady)
@@ -119,11 +134,16 @@ func addonReady(a addonsv1alpha1.Addon) (bool, string) {
 }
 
 // findCycle follows dependsOn from start through the cache and returns the path of a
-// cycle that leads back to start, or nil.
+// cycle that leads back to start, or nil. It does not follow the dependsOn of add-ons in
+// other namespaces than start's: their specs are not the dependent's to see, and a cycle
+// through another namespace shows as dependencies that are not Ready on both sides.
 func (r *Reconciler) findCycle(ctx context.Context, start addonKey) []string {
 	visited := map[addonKey]bool{}
 	var walk func(k addonKey, path []string) []string
 	walk = func(k addonKey, path []string) []string {
+		if k.namespace != start.namespace {
+			return nil
+		}
 		a, err := r.getAddon(ctx, k)
 		if err != nil {
 			return nil

@@ -3,22 +3,41 @@ package engine
 import (
 	"context"
 	"fmt"
+	"reflect"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 )
 
-// PermitRequest describes an add-on that asks to be applied.
+// PermitRequest describes an add-on that asks to be applied: every input that decides
+// what it writes.
 type PermitRequest struct {
 	// Addon is the add-on.
 	Addon addonsv1alpha1.Addon
-	// Channel is the channel its version comes from; empty when it pins spec.version.
+	// Kind is the add-on's kind, such as CoreDNS.
+	Kind string
+	// Channel is the channel its version comes from; empty when it sets spec.version
+	// (with or without spec.channel).
 	Channel string
-	// Version is the package version it resolved to.
+	// Version is the package version it resolved to: the one that will be applied, the
+	// version a failed upgrade rolls back to included.
 	Version string
 	// Trusted is true when the add-on's namespace is one the operator trusts
 	// (Settings.Tenancy): its add-ons are applied with the operator's own identity unless
 	// they name a ServiceAccount.
 	Trusted bool
+	// TargetNamespace is where its namespaced objects go: spec.targetNamespace, or the
+	// definition's default target namespace, or the add-on's own namespace.
+	TargetNamespace string
+	// PatchKinds are the kinds of the objects its spec.patches target, one per patch; ""
+	// for a patch whose kind cannot be read (render refuses such a patch).
+	PatchKinds []string
+	// FreeFormFields are the paths of the definition's free-form fields (besides
+	// spec.patches) that the add-on sets, such as spec.corefile.
+	FreeFormFields []string
 }
 
 // PermitFunc decides whether an add-on may be applied. It returns a message naming the
@@ -26,22 +45,84 @@ type PermitRequest struct {
 type PermitFunc func(ctx context.Context, req PermitRequest) (refused string, err error)
 
 // permit asks Options.Permit whether the add-on may be applied at the version resolve
-// chose (a rolled-back version included). A refused add-on is Stalled with reason
-// NotPermitted; nothing of it is applied or pruned, and what runs keeps running until an
-// admin changes a policy or the add-on.
+// chose (after pinVersion, so a rolled-back version is checked too), into its target
+// namespace, with its patches and free-form fields. A refused add-on is Stalled with
+// reason NotPermitted; nothing of it is applied or pruned, and what runs keeps running
+// until an admin changes a policy or the add-on.
 func (r *Reconciler) permit(ctx context.Context, st *reconcileState) outcome {
 	if r.opts.Permit == nil {
 		return proceed()
 	}
-	refusal, err := r.opts.Permit(ctx, PermitRequest{Addon: st.addon, Channel: st.channel, Version: st.resolved.Version,
-		Trusted: st.settings.Tenancy.Trusts(st.addon.GetNamespace())})
+	req, err := r.permitRequest(st)
+	if err == nil {
+		var refusal string
+		if refusal, err = r.opts.Permit(ctx, req); err == nil && refusal != "" {
+			return refused(addonsv1alpha1.ReasonNotPermitted, refusal)
+		}
+	}
 	if err != nil {
 		out := failed(addonsv1alpha1.ReasonNotPermitted, fmt.Errorf("evaluating the add-on policies: %w", err))
 		out.message = err.Error()
 		return out
 	}
-	if refusal != "" {
-		return refused(addonsv1alpha1.ReasonNotPermitted, refusal)
-	}
 	return proceed()
+}
+
+// permitRequest gathers what the policy decides on.
+func (r *Reconciler) permitRequest(st *reconcileState) (PermitRequest, error) {
+	patches := patchesOf(st.addon)
+	kinds := make([]string, 0, len(patches))
+	for i, raw := range patches {
+		kind := ""
+		if patch, err := parsePatch(i, raw); err == nil {
+			kind = patch.GetKind()
+		}
+		kinds = append(kinds, kind)
+	}
+	freeForm, err := setFields(st.addon, r.def.FreeFormFields)
+	if err != nil {
+		return PermitRequest{}, err
+	}
+	return PermitRequest{
+		Addon:           st.addon,
+		Kind:            r.gvk.Kind,
+		Channel:         st.channel,
+		Version:         st.resolved.Version,
+		Trusted:         st.settings.Tenancy.Trusts(st.addon.GetNamespace()),
+		TargetNamespace: r.def.TargetNamespace(st.addon),
+		PatchKinds:      kinds,
+		FreeFormFields:  freeForm,
+	}, nil
+}
+
+// setFields returns those of paths (spec.corefile) that addon sets to something other
+// than the zero value. A path the add-on's type does not have is never set (the registry
+// test checks every declared path against the CRD).
+func setFields(addon addonsv1alpha1.Addon, paths []string) ([]string, error) {
+	if len(paths) == 0 {
+		return nil, nil
+	}
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(addon)
+	if err != nil {
+		return nil, fmt.Errorf("reading the free-form fields of the add-on: %w", err)
+	}
+	var set []string
+	for _, path := range paths {
+		v, found, err := unstructured.NestedFieldNoCopy(content, strings.Split(path, ".")...)
+		if err == nil && found && v != nil && !reflect.ValueOf(v).IsZero() && !isEmptyCollection(v) {
+			set = append(set, path)
+		}
+	}
+	return set, nil
+}
+
+// isEmptyCollection reports whether v is an empty map or slice.
+func isEmptyCollection(v any) bool {
+	switch c := v.(type) {
+	case map[string]any:
+		return len(c) == 0
+	case []any:
+		return len(c) == 0
+	}
+	return false
 }

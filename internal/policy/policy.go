@@ -1,7 +1,8 @@
 // Package policy decides whether the AddonPolicies of a cluster permit an add-on: which
-// namespaces may run which add-on kinds, from which channels, at which versions, and
-// with or without patches. It is pure: the caller lists the policies and reads the
-// namespace, and reports the Decision on the add-on.
+// namespaces may run which add-on kinds, from which channels, at which versions, into
+// which target namespaces, and with which patches and free-form fields. It is pure: the
+// caller lists the policies and reads the namespace, and reports the Decision on the
+// add-on.
 package policy
 
 import (
@@ -25,17 +26,37 @@ type Request struct {
 	// kubernetes.io/metadata.name=<Namespace> is added when it is missing, as the API
 	// server does for every namespace.
 	NamespaceLabels map[string]string
+	// Trusted is true when the operator trusts the add-on's namespace. With no AddonPolicy
+	// at all, only the add-ons of trusted namespaces are permitted.
+	Trusted bool
+	// PolicyNamespace is the namespace whose AddonPolicies count (the operator's own). It
+	// is named in the message that says how to permit a refused add-on.
+	PolicyNamespace string
 	// Kind is the add-on's kind, such as CoreDNS.
 	Kind string
-	// Channel is the channel the add-on asks for: spec.channel, or the operator's default
-	// channel when the add-on sets neither spec.version nor spec.channel. It is empty when
-	// the add-on pins spec.version without a channel.
+	// Channel is the channel the add-on's version comes from: spec.channel, or the
+	// operator's default channel when the add-on sets neither spec.version nor
+	// spec.channel. It is empty when the add-on sets spec.version, with or without
+	// spec.channel.
 	Channel string
-	// Version is the package version the add-on resolves to, such as 1.12.1 or v1.12.1.
+	// Version is the package version the add-on resolves to, such as 1.12.1 or v1.12.1:
+	// the version that will be applied, a rolled-back one included.
 	Version string
+	// TargetNamespace is the namespace the add-on's namespaced objects go to. Empty means
+	// Namespace.
+	TargetNamespace string
 	// HasPatches is true when the add-on sets spec.patches.
 	HasPatches bool
+	// PatchKinds are the kinds of the objects spec.patches target, one per patch; "" for a
+	// patch whose kind cannot be read.
+	PatchKinds []string
+	// FreeFormFields are the paths of the free-form fields the add-on sets besides
+	// spec.patches, such as spec.corefile.
+	FreeFormFields []string
 }
+
+// Any in a rule's targetNamespaces or freeFormFields allows every value.
+const Any = "*"
 
 // Decision is the outcome of Evaluate.
 type Decision struct {
@@ -52,15 +73,22 @@ type Decision struct {
 // Evaluate decides whether policies permit the add-on that req describes. The caller passes
 // only the policies of the operator's own namespace.
 //
-// With no policy at all everything is permitted. Otherwise a rule applies to the add-on when
-// its namespaceSelector matches the namespace's labels and its kinds include req.Kind (or are
-// empty). The add-on is permitted when an applying rule allows its channel, its version and
-// its patches. Policies are visited in namespace/name order and their rules in order; when
-// no applying rule allows the add-on, the message names the first applying rule and what the
-// add-on breaks. A rule with an invalid selector or constraint never permits anything.
+// With no policy at all, the add-ons of trusted namespaces are permitted and all others
+// refused, with a message that says how to permit them. Otherwise a rule applies to the
+// add-on when its namespaceSelector matches the namespace's labels and its kinds include
+// req.Kind (or are empty). The add-on is permitted when an applying rule allows its
+// channel, its version, its target namespace, its patches and its free-form fields.
+// Policies are visited in namespace/name order and their rules in order; when no applying
+// rule allows the add-on, the message names the first applying rule and what the add-on
+// breaks. A rule with an invalid selector or constraint never permits anything.
 func Evaluate(policies []configv1alpha1.AddonPolicy, req Request) Decision {
 	if len(policies) == 0 {
-		return Decision{Permitted: true, Message: "no AddonPolicy: everything is permitted"}
+		if req.Trusted {
+			return Decision{Permitted: true, Message: fmt.Sprintf("no AddonPolicy: namespace %s is trusted", req.Namespace)}
+		}
+		return Decision{Message: fmt.Sprintf("no AddonPolicy permits add-ons in namespace %s, which the operator does not trust: "+
+			"to permit them, create an AddonPolicy in namespace %s whose namespaceSelector selects namespace %s "+
+			"(kubernetes.io/metadata.name: %s)", req.Namespace, req.PolicyNamespace, req.Namespace, req.Namespace)}
 	}
 	nsLabels := namespaceLabels(req)
 
@@ -133,10 +161,77 @@ func (r *rule) violations(req Request) []string {
 			broken = append(broken, v)
 		}
 	}
-	if req.HasPatches && r.spec.AllowPatches != nil && !*r.spec.AllowPatches {
-		broken = append(broken, "spec.patches")
+	if v := targetViolation(r.spec.TargetNamespaces, req); v != "" {
+		broken = append(broken, v)
+	}
+	if req.HasPatches {
+		if v := patchViolation(r.spec, req.PatchKinds); v != "" {
+			broken = append(broken, v)
+		}
+	}
+	if v := freeFormViolation(r.spec.FreeFormFields, req.FreeFormFields); v != "" {
+		broken = append(broken, v)
 	}
 	return broken
+}
+
+// targetViolation returns why the rule's targetNamespaces do not allow the add-on's target
+// namespace, or "" when they do. The add-on's own namespace is always allowed.
+func targetViolation(allowed []string, req Request) string {
+	target := cmp.Or(req.TargetNamespace, req.Namespace)
+	if target == req.Namespace || slices.Contains(allowed, Any) || slices.Contains(allowed, target) {
+		return ""
+	}
+	if len(allowed) == 0 {
+		return fmt.Sprintf("target namespace %s (allowed: only the add-on's own namespace, %s)", target, req.Namespace)
+	}
+	return fmt.Sprintf("target namespace %s (allowed: %s and the add-on's own namespace, %s)", target, strings.Join(allowed, ", "), req.Namespace)
+}
+
+// patchViolation returns why the rule does not allow the add-on's spec.patches, or "" when
+// it does.
+func patchViolation(spec *configv1alpha1.AddonPolicyRule, kinds []string) string {
+	if spec.AllowPatches != nil && !*spec.AllowPatches {
+		return "spec.patches"
+	}
+	if len(spec.PatchKinds) == 0 {
+		return ""
+	}
+	var refused []string
+	for _, kind := range kinds {
+		if kind == "" {
+			kind = "an object of unknown kind"
+		}
+		if !slices.Contains(spec.PatchKinds, kind) && !slices.Contains(refused, kind) {
+			refused = append(refused, kind)
+		}
+	}
+	if len(refused) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("spec.patches on %s (allowed kinds: %s)", strings.Join(refused, ", "), strings.Join(spec.PatchKinds, ", "))
+}
+
+// freeFormViolation returns why the rule's freeFormFields do not allow the free-form fields
+// the add-on sets, or "" when they do.
+func freeFormViolation(allowed, set []string) string {
+	if slices.Contains(allowed, Any) {
+		return ""
+	}
+	var refused []string
+	for _, f := range set {
+		if !slices.Contains(allowed, f) && !slices.Contains(refused, f) {
+			refused = append(refused, f)
+		}
+	}
+	if len(refused) == 0 {
+		return ""
+	}
+	permitted := "none"
+	if len(allowed) > 0 {
+		permitted = strings.Join(allowed, ", ")
+	}
+	return fmt.Sprintf("%s (allowed free-form fields: %s)", strings.Join(refused, ", "), permitted)
 }
 
 // versionViolation returns why version does not satisfy the constraint, or "" when it does.

@@ -31,6 +31,7 @@ func request(change func(*Request)) Request {
 	req := Request{
 		Namespace:       "team-a",
 		NamespaceLabels: map[string]string{"tenant": "true", "team": "dns"},
+		PolicyNamespace: operatorNamespace,
 		Kind:            "CoreDNS",
 		Channel:         "stable",
 		Version:         "1.12.1",
@@ -55,6 +56,9 @@ func TestEvaluate(t *testing.T) {
 		change(&r)
 		return r
 	}
+	deploymentPatches := withRule(func(r *configv1alpha1.AddonPolicyRule) {
+		r.AllowPatches, r.PatchKinds = ptr.To(true), []string{"Deployment", "ConfigMap"}
+	})
 	selecting := func(sel *metav1.LabelSelector) configv1alpha1.AddonPolicyRule {
 		return configv1alpha1.AddonPolicyRule{Name: "team-dns", NamespaceSelector: sel}
 	}
@@ -63,6 +67,9 @@ func TestEvaluate(t *testing.T) {
 		noRule           = "no AddonPolicy rule allows CoreDNS in namespace team-a"
 		deniedByTeamDNS  = "AddonPolicy kaddons-system/tenants rules[0] (team-dns) does not allow "
 		teamDNSRule      = "kaddons-system/tenants rules[0] (team-dns)"
+		noPolicy         = "no AddonPolicy permits add-ons in namespace team-a, which the operator does not trust: " +
+			"to permit them, create an AddonPolicy in namespace kaddons-system whose namespaceSelector selects " +
+			"namespace team-a (kubernetes.io/metadata.name: team-a)"
 	)
 	permitted := Decision{Permitted: true, Rule: teamDNSRule, Message: allowedByTeamDNS}
 	noRuleApplies := Decision{Message: noRule}
@@ -73,16 +80,36 @@ func TestEvaluate(t *testing.T) {
 		req      Request
 		want     Decision
 	}{
+		// Default deny: no policy at all.
 		{
-			name: "no policies permit everything",
+			name: "no policies permit a trusted namespace",
+			req:  request(func(r *Request) { r.Trusted = true }),
+			want: Decision{Permitted: true, Message: "no AddonPolicy: namespace team-a is trusted"},
+		},
+		{
+			name: "no policies permit everything in a trusted namespace",
+			req: request(func(r *Request) {
+				r.Trusted, r.Kind, r.Channel, r.TargetNamespace, r.HasPatches, r.PatchKinds, r.FreeFormFields =
+					true, "Dashboard", "rapid", "kubernetes-dashboard", true, []string{"ClusterRole"}, []string{"spec.corefile"}
+			}),
+			want: Decision{Permitted: true, Message: "no AddonPolicy: namespace team-a is trusted"},
+		},
+		{
+			name: "no policies refuse an untrusted namespace and say how to permit it",
 			req:  request(nil),
-			want: Decision{Permitted: true, Message: "no AddonPolicy: everything is permitted"},
+			want: Decision{Message: noPolicy},
 		},
 		{
 			name:     "an empty list is no policy",
 			policies: []configv1alpha1.AddonPolicy{},
 			req:      request(func(r *Request) { r.Kind, r.Channel, r.HasPatches = "Dashboard", "rapid", true }),
-			want:     Decision{Permitted: true, Message: "no AddonPolicy: everything is permitted"},
+			want:     Decision{Message: noPolicy},
+		},
+		{
+			name:     "with a policy, a trusted namespace needs a rule too",
+			policies: []configv1alpha1.AddonPolicy{policy("tenants", teamDNS)},
+			req:      request(func(r *Request) { r.Namespace, r.NamespaceLabels, r.Trusted = "kube-system", nil, true }),
+			want:     Decision{Message: "no AddonPolicy rule allows CoreDNS in namespace kube-system"},
 		},
 		{
 			name:     "every field allowed",
@@ -262,6 +289,22 @@ func TestEvaluate(t *testing.T) {
 			want: permitted,
 		},
 
+		{
+			name:     "a pinned version with spec.channel set is judged without a channel, on the version it resolves to",
+			policies: []configv1alpha1.AddonPolicy{policy("tenants", teamDNS)},
+			// The engine passes no channel when spec.version is set, whatever spec.channel says.
+			req: request(func(r *Request) { r.Channel, r.Version = "", "1.14.0" }),
+			want: Decision{Rule: teamDNSRule, Message: deniedByTeamDNS +
+				"spec.version without spec.channel (allowed channels: stable) or version 1.14.0 (allowed: >=1.11.0, <1.13.0)"},
+		},
+		{
+			name: "a pinned version outside a versions-only rule",
+			policies: []configv1alpha1.AddonPolicy{policy("tenants",
+				withRule(func(r *configv1alpha1.AddonPolicyRule) { r.Channels = nil }))},
+			req:  request(func(r *Request) { r.Channel, r.Version = "", "1.10.1" }),
+			want: Decision{Rule: teamDNSRule, Message: deniedByTeamDNS + "version 1.10.1 (allowed: >=1.11.0, <1.13.0)"},
+		},
+
 		// Versions.
 		{
 			name:     "version in range",
@@ -381,6 +424,142 @@ func TestEvaluate(t *testing.T) {
 				Rule:    teamDNSRule,
 				Message: deniedByTeamDNS + "version 1.14.0 (allowed: >=1.11.0, <1.13.0) or spec.patches",
 			},
+		},
+
+		{
+			name:     "patches on an allowed kind",
+			policies: []configv1alpha1.AddonPolicy{policy("tenants", deploymentPatches)},
+			req:      request(func(r *Request) { r.HasPatches, r.PatchKinds = true, []string{"Deployment", "ConfigMap", "Deployment"} }),
+			want:     permitted,
+		},
+		{
+			name:     "patches on a kind outside patchKinds",
+			policies: []configv1alpha1.AddonPolicy{policy("tenants", deploymentPatches)},
+			req: request(func(r *Request) {
+				r.HasPatches, r.PatchKinds = true, []string{"Deployment", "ClusterRoleBinding", "ClusterRole", "ClusterRoleBinding"}
+			}),
+			want: Decision{Rule: teamDNSRule, Message: deniedByTeamDNS +
+				"spec.patches on ClusterRoleBinding, ClusterRole (allowed kinds: Deployment, ConfigMap)"},
+		},
+		{
+			name:     "patchKinds match exactly, not case-insensitively",
+			policies: []configv1alpha1.AddonPolicy{policy("tenants", deploymentPatches)},
+			req:      request(func(r *Request) { r.HasPatches, r.PatchKinds = true, []string{"deployment"} }),
+			want:     Decision{Rule: teamDNSRule, Message: deniedByTeamDNS + "spec.patches on deployment (allowed kinds: Deployment, ConfigMap)"},
+		},
+		{
+			name:     "a patch whose kind cannot be read is outside patchKinds",
+			policies: []configv1alpha1.AddonPolicy{policy("tenants", deploymentPatches)},
+			req:      request(func(r *Request) { r.HasPatches, r.PatchKinds = true, []string{""} }),
+			want: Decision{Rule: teamDNSRule, Message: deniedByTeamDNS +
+				"spec.patches on an object of unknown kind (allowed kinds: Deployment, ConfigMap)"},
+		},
+		{
+			name: "patchKinds do not permit patches that allowPatches forbids",
+			policies: []configv1alpha1.AddonPolicy{policy("tenants",
+				withRule(func(r *configv1alpha1.AddonPolicyRule) { r.PatchKinds = []string{"Deployment"} }))},
+			req:  request(func(r *Request) { r.HasPatches, r.PatchKinds = true, []string{"Deployment"} }),
+			want: Decision{Rule: teamDNSRule, Message: deniedByTeamDNS + "spec.patches"},
+		},
+		{
+			name:     "patchKinds do not matter without patches",
+			policies: []configv1alpha1.AddonPolicy{policy("tenants", deploymentPatches)},
+			req:      request(nil),
+			want:     permitted,
+		},
+
+		// Target namespaces.
+		{
+			name:     "the add-on's own namespace as target",
+			policies: []configv1alpha1.AddonPolicy{policy("tenants", teamDNS)},
+			req:      request(func(r *Request) { r.TargetNamespace = "team-a" }),
+			want:     permitted,
+		},
+		{
+			name:     "another target namespace without targetNamespaces",
+			policies: []configv1alpha1.AddonPolicy{policy("tenants", teamDNS)},
+			req:      request(func(r *Request) { r.TargetNamespace = "kube-system" }),
+			want: Decision{Rule: teamDNSRule, Message: deniedByTeamDNS +
+				"target namespace kube-system (allowed: only the add-on's own namespace, team-a)"},
+		},
+		{
+			name: "a listed target namespace",
+			policies: []configv1alpha1.AddonPolicy{policy("tenants",
+				withRule(func(r *configv1alpha1.AddonPolicyRule) { r.TargetNamespaces = []string{"team-a-dns", "team-a-edge"} }))},
+			req:  request(func(r *Request) { r.TargetNamespace = "team-a-edge" }),
+			want: permitted,
+		},
+		{
+			name: "the own namespace stays allowed when targetNamespaces lists others",
+			policies: []configv1alpha1.AddonPolicy{policy("tenants",
+				withRule(func(r *configv1alpha1.AddonPolicyRule) { r.TargetNamespaces = []string{"team-a-dns"} }))},
+			req:  request(nil),
+			want: permitted,
+		},
+		{
+			name: "a target namespace outside the list",
+			policies: []configv1alpha1.AddonPolicy{policy("tenants",
+				withRule(func(r *configv1alpha1.AddonPolicyRule) { r.TargetNamespaces = []string{"team-a-dns", "team-a-edge"} }))},
+			req: request(func(r *Request) { r.TargetNamespace = "kube-system" }),
+			want: Decision{Rule: teamDNSRule, Message: deniedByTeamDNS +
+				"target namespace kube-system (allowed: team-a-dns, team-a-edge and the add-on's own namespace, team-a)"},
+		},
+		{
+			name: "* allows every target namespace",
+			policies: []configv1alpha1.AddonPolicy{policy("tenants",
+				withRule(func(r *configv1alpha1.AddonPolicyRule) { r.TargetNamespaces = []string{"*"} }))},
+			req:  request(func(r *Request) { r.TargetNamespace = "kube-system" }),
+			want: permitted,
+		},
+
+		// Free-form fields.
+		{
+			name:     "a free-form field without freeFormFields",
+			policies: []configv1alpha1.AddonPolicy{policy("tenants", teamDNS)},
+			req:      request(func(r *Request) { r.FreeFormFields = []string{"spec.corefile"} }),
+			want:     Decision{Rule: teamDNSRule, Message: deniedByTeamDNS + "spec.corefile (allowed free-form fields: none)"},
+		},
+		{
+			name: "a free-form field without freeFormFields, patches allowed",
+			policies: []configv1alpha1.AddonPolicy{policy("tenants",
+				withRule(func(r *configv1alpha1.AddonPolicyRule) { r.AllowPatches = nil }))},
+			req:  request(func(r *Request) { r.FreeFormFields = []string{"spec.corefile"} }),
+			want: Decision{Rule: teamDNSRule, Message: deniedByTeamDNS + "spec.corefile (allowed free-form fields: none)"},
+		},
+		{
+			name: "a listed free-form field",
+			policies: []configv1alpha1.AddonPolicy{policy("tenants",
+				withRule(func(r *configv1alpha1.AddonPolicyRule) { r.FreeFormFields = []string{"spec.corefile"} }))},
+			req:  request(func(r *Request) { r.FreeFormFields = []string{"spec.corefile"} }),
+			want: permitted,
+		},
+		{
+			name: "free-form fields outside the list",
+			policies: []configv1alpha1.AddonPolicy{policy("tenants",
+				withRule(func(r *configv1alpha1.AddonPolicyRule) { r.FreeFormFields = []string{"spec.corefile"} }))},
+			req: request(func(r *Request) { r.FreeFormFields = []string{"spec.corefile", "spec.config", "spec.values"} }),
+			want: Decision{Rule: teamDNSRule, Message: deniedByTeamDNS +
+				"spec.config, spec.values (allowed free-form fields: spec.corefile)"},
+		},
+		{
+			name: "* allows every free-form field",
+			policies: []configv1alpha1.AddonPolicy{policy("tenants",
+				withRule(func(r *configv1alpha1.AddonPolicyRule) { r.FreeFormFields = []string{"*"} }))},
+			req:  request(func(r *Request) { r.FreeFormFields = []string{"spec.corefile", "spec.config"} }),
+			want: permitted,
+		},
+		{
+			name:     "every input at once",
+			policies: []configv1alpha1.AddonPolicy{policy("tenants", deploymentPatches)},
+			req: request(func(r *Request) {
+				r.Channel, r.Version, r.TargetNamespace, r.HasPatches, r.PatchKinds, r.FreeFormFields =
+					"rapid", "1.14.0", "kube-system", true, []string{"Secret"}, []string{"spec.corefile"}
+			}),
+			want: Decision{Rule: teamDNSRule, Message: deniedByTeamDNS + "channel rapid (allowed: stable), " +
+				"version 1.14.0 (allowed: >=1.11.0, <1.13.0), " +
+				"target namespace kube-system (allowed: only the add-on's own namespace, team-a), " +
+				"spec.patches on Secret (allowed kinds: Deployment, ConfigMap) or " +
+				"spec.corefile (allowed free-form fields: none)"},
 		},
 
 		// Several rules and policies.
@@ -574,7 +753,9 @@ func TestDocumentedExample(t *testing.T) {
 			NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
 				Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: []string{"kube-system", "kaddons-system"},
 			}}},
-			AllowPatches: ptr.To(true),
+			AllowPatches:     ptr.To(true), // the schema's default
+			TargetNamespaces: []string{"*"},
+			FreeFormFields:   []string{"*"},
 		},
 	)}
 	tests := []struct {
@@ -605,6 +786,46 @@ func TestDocumentedExample(t *testing.T) {
 			want: Decision{
 				Rule:    "kaddons-system/tenants rules[0] (tenant-dns)",
 				Message: "AddonPolicy kaddons-system/tenants rules[0] (tenant-dns) does not allow version 1.13.1 (allowed: >=1.11.0, <1.13.0)",
+			},
+		},
+		{
+			name: "tenant CoreDNS with a Corefile",
+			req:  request(func(r *Request) { r.FreeFormFields = []string{"spec.corefile"} }),
+			want: Decision{
+				Rule:    "kaddons-system/tenants rules[0] (tenant-dns)",
+				Message: "AddonPolicy kaddons-system/tenants rules[0] (tenant-dns) does not allow spec.corefile (allowed free-form fields: none)",
+			},
+		},
+		{
+			name: "tenant CoreDNS into kube-system",
+			req:  request(func(r *Request) { r.TargetNamespace = "kube-system" }),
+			want: Decision{
+				Rule: "kaddons-system/tenants rules[0] (tenant-dns)",
+				Message: "AddonPolicy kaddons-system/tenants rules[0] (tenant-dns) does not allow target namespace kube-system " +
+					"(allowed: only the add-on's own namespace, team-a)",
+			},
+		},
+		{
+			name: "a Dashboard in kube-system installs into kubernetes-dashboard",
+			req: request(func(r *Request) {
+				r.Namespace, r.NamespaceLabels, r.Trusted, r.Kind, r.Version, r.TargetNamespace = "kube-system", nil, true, "Dashboard", "2.7.0", "kubernetes-dashboard"
+			}),
+			want: Decision{
+				Permitted: true,
+				Rule:      "kaddons-system/tenants rules[1] (platform)",
+				Message:   "AddonPolicy kaddons-system/tenants rules[1] (platform) allows Dashboard in namespace kube-system",
+			},
+		},
+		{
+			name: "a CoreDNS in kube-system with a Corefile",
+			req: request(func(r *Request) {
+				r.Namespace, r.NamespaceLabels, r.Trusted, r.FreeFormFields, r.HasPatches, r.PatchKinds =
+					"kube-system", nil, true, []string{"spec.corefile"}, true, []string{"Deployment"}
+			}),
+			want: Decision{
+				Permitted: true,
+				Rule:      "kaddons-system/tenants rules[1] (platform)",
+				Message:   "AddonPolicy kaddons-system/tenants rules[1] (platform) allows CoreDNS in namespace kube-system",
 			},
 		},
 		{

@@ -24,7 +24,8 @@ const (
 type AddonPolicySpec struct {
 	// rules are evaluated in order. An add-on is permitted when at least one rule of any
 	// AddonPolicy applies to it (its namespaceSelector matches the add-on's namespace and
-	// its kinds include the add-on's kind) and allows its channel, version and patches.
+	// its kinds include the add-on's kind) and allows its channel, resolved version,
+	// target namespace, patches and free-form fields.
 	// +listType=atomic
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=64
@@ -57,10 +58,11 @@ type AddonPolicyRule struct {
 	// +optional
 	Kinds []string `json:"kinds,omitempty"`
 
-	// channels lists the channels the add-ons may ask for in spec.channel (or get from the
-	// operator's default channel when they set neither spec.version nor spec.channel).
-	// Empty means any channel. A rule that lists channels does not allow an add-on that
-	// pins spec.version without a channel.
+	// channels lists the channels the add-ons may take their version from: spec.channel,
+	// or the operator's default channel when they set neither spec.version nor
+	// spec.channel. Empty means any channel. An add-on that sets spec.version takes no
+	// version from a channel, even when it also sets spec.channel, so a rule that lists
+	// channels does not allow it.
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:MinLength=1
@@ -68,8 +70,9 @@ type AddonPolicyRule struct {
 	// +optional
 	Channels []string `json:"channels,omitempty"`
 
-	// versions is a semantic version constraint that the add-on's package version must
-	// satisfy, such as ">=1.11.0, <1.13.0" (comma means and, || means or; ~ and ^ ranges
+	// versions is a semantic version constraint that the package version the add-on
+	// resolves to (spec.version, the channel's version, or the version a failed upgrade
+	// rolls back to) must satisfy, such as ">=1.11.0, <1.13.0" (comma means and, || means or; ~ and ^ ranges
 	// are understood). A constraint without a pre-release part does not match pre-release
 	// versions. Empty means any version. A constraint that cannot be parsed makes the rule
 	// invalid: it then permits nothing and the policy's Ready condition says why.
@@ -77,10 +80,45 @@ type AddonPolicyRule struct {
 	// +optional
 	Versions string `json:"versions,omitempty"`
 
+	// targetNamespaces lists the namespaces, besides the add-on's own, that the add-ons may
+	// install their namespaced objects into: spec.targetNamespace, or the kind's default
+	// target namespace (kubernetes-dashboard for a Dashboard). Empty means only the
+	// add-on's own namespace. "*" allows every namespace.
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^(\*|[a-z0-9]([-a-z0-9]*[a-z0-9])?)$`
+	// +optional
+	TargetNamespaces []string `json:"targetNamespaces,omitempty"`
+
 	// allowPatches says whether the add-ons may set spec.patches. Unset means true.
 	// +kubebuilder:default=true
 	// +optional
 	AllowPatches *bool `json:"allowPatches,omitempty"`
+
+	// patchKinds lists the kinds of rendered objects that spec.patches may target, such as
+	// Deployment or ConfigMap, whatever their API group. Empty means every kind. It
+	// narrows allowPatches; it permits nothing when allowPatches is false.
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[A-Z][A-Za-z0-9]*$`
+	// +optional
+	PatchKinds []string `json:"patchKinds,omitempty"`
+
+	// freeFormFields lists the free-form fields, besides spec.patches, that the add-ons may
+	// set, by path: fields whose content reaches the rendered objects without a schema,
+	// such as spec.corefile of a CoreDNS. Each add-on kind declares its own
+	// (docs/configuration.md lists them). Empty means none; "*" allows every one.
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:Pattern=`^(\*|spec(\.[A-Za-z][A-Za-z0-9]*)+)$`
+	// +optional
+	FreeFormFields []string `json:"freeFormFields,omitempty"`
 }
 
 // AddonPolicyStatus is the observed state of an AddonPolicy.
@@ -99,10 +137,11 @@ type AddonPolicyStatus struct {
 }
 
 // AddonPolicy delegates add-ons to namespaces: it says which add-on kinds the namespaces
-// it selects may run, from which channels, at which versions, and with or without patches.
-// Only the policies in the operator's own namespace (kaddons-system) count; policies in
-// other namespaces are ignored, so a tenant cannot grant itself anything. With no
-// AddonPolicy at all every add-on is permitted.
+// it selects may run, from which channels, at which versions, into which target
+// namespaces, and with which patches and free-form fields. Only the policies in the
+// operator's own namespace (kaddons-system) count; policies in other namespaces are
+// ignored, so a tenant cannot grant itself anything. With no AddonPolicy at all, the
+// add-ons in the namespaces the operator trusts are permitted and all others refused.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Namespaced,path=addonpolicies,singular=addonpolicy,shortName=apol,categories=kaddons

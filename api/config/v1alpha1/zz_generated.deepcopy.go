@@ -102,10 +102,25 @@ func (in *AddonPolicyRule) DeepCopyInto(out *AddonPolicyRule) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.TargetNamespaces != nil {
+		in, out := &in.TargetNamespaces, &out.TargetNamespaces
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.AllowPatches != nil {
 		in, out := &in.AllowPatches, &out.AllowPatches
 		*out = new(bool)
 		**out = **in
+	}
+	if in.PatchKinds != nil {
+		in, out := &in.PatchKinds, &out.PatchKinds
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
+	if in.FreeFormFields != nil {
+		in, out := &in.FreeFormFields, &out.FreeFormFields
+		*out = make([]string, len(*in))
+		copy(*out, *in)
 	}
 }
 
