@@ -85,6 +85,9 @@ func startAPIServer(t *testing.T) (client.Client, string) {
 			CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
 			ErrorIfCRDPathMissing: true,
 		}
+		// The examples' Service IPs (CoreDNS 10.96.0.10) are in kubeadm's default range,
+		// not in envtest's.
+		apiServer.env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.96.0.0/12")
 		apiServer.err = func() error {
 			cfg, err := apiServer.env.Start()
 			if err != nil {
