@@ -35,10 +35,35 @@ func canI(g Gomega, user string) map[string]string {
 	return out
 }
 
+// expectRefused creates, as user, the CoreDNS name in ns with spec (YAML), waits until it
+// is Stalled, checks that nothing was written for it, and returns its Ready condition as
+// "<reason>: <message>".
+func expectRefused(t *testing.T, user, ns, name, spec string) string {
+	t.Helper()
+	g := NewWithT(t)
+	_, err := kubectlIn(fmt.Sprintf("apiVersion: addons.kaddons.dev/v1alpha1\nkind: CoreDNS\nmetadata: {name: %s, namespace: %s}\nspec: %s\n",
+		name, ns, spec), "--as="+user, "apply", "-f", "-")
+	g.Expect(err).NotTo(HaveOccurred(), "the tenant may create add-ons in its namespace")
+	_, err = kubectl("wait", "--for=condition=Stalled", "coredns/"+name, "-n", ns, "--timeout=1m")
+	g.Expect(err).NotTo(HaveOccurred())
+	got, err := kubectl("get", "coredns/"+name, "-n", ns,
+		"-o", `jsonpath={.status.conditions[?(@.type=="Ready")].reason}: {.status.conditions[?(@.type=="Ready")].message}`)
+	g.Expect(err).NotTo(HaveOccurred())
+	inventory, err := kubectl("get", "coredns/"+name, "-n", ns, "-o", "jsonpath={.status.inventory}")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(inventory).To(BeEmpty())
+	children, err := kubectl("get", "deployments,configmaps,services,clusterroles,clusterrolebindings", "-A",
+		"-l", labelNamespace+"="+ns+","+labelName+"="+name, "-o", "name")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(strings.TrimSpace(children)).To(BeEmpty(), "nothing is written for a refused add-on")
+	return got
+}
+
 // TestTenant runs the tenancy rules on the local cluster as a tenant would meet them: a
 // ServiceAccount with the built-in edit role in its namespace (aggregated by the
 // kube-controller-manager) and the right to create add-ons there, acting through
-// kubectl --as. The operator trusts only kube-system and its own namespace.
+// kubectl --as. The operator trusts only kube-system and its own namespace, so the
+// tenant's add-ons are refused until an AddonPolicy delegates CoreDNS to its namespace.
 func TestTenant(t *testing.T) {
 	g := NewWithT(t)
 	_, err := kubectlIn(`apiVersion: config.kaddons.dev/v1alpha1
@@ -75,19 +100,17 @@ metadata: {name: tenant-addons, namespace: %[1]s}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: kaddons-addons-editor-role}
 subjects: [{kind: ServiceAccount, name: tenant, namespace: %[1]s}]
 ---
-apiVersion: config.kaddons.dev/v1alpha1
-kind: AddonPolicy
-metadata: {name: e2e-tenant, namespace: %[2]s}
-spec:
-  rules:
-  - name: tenant
-    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: %[1]s}}
-    kinds: [CoreDNS]
-`, ns, operatorNamespace), "apply", "--server-side", "-f", "-")
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: edit-only, namespace: %[1]s}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: edit-only, namespace: %[1]s}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: edit}
+subjects: [{kind: ServiceAccount, name: edit-only, namespace: %[1]s}]
+`, ns), "apply", "--server-side", "-f", "-")
 	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() {
-		_, _ = kubectl("delete", "addonpolicy", "e2e-tenant", "-n", operatorNamespace, "--ignore-not-found")
-	})
 
 	before := canI(g, user)
 	for power, answer := range before {
@@ -97,9 +120,46 @@ spec:
 	answer, err := kubectl("auth", "can-i", "--as="+user, "create", "deployments", "-n", ns)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(strings.TrimSpace(answer)).To(Equal("yes"))
+	// edit and admin no longer include kaddons' editor role: add-on creation is granted
+	// deliberately. view still includes reading add-ons.
+	editOnly := "system:serviceaccount:" + ns + ":edit-only"
+	for verb, want := range map[string]string{"create": "no", "get": "yes"} {
+		answer, err := kubectl("auth", "can-i", "--as="+editOnly, verb, "coredns.addons.kaddons.dev", "-n", ns)
+		if err != nil && strings.TrimSpace(answer) != "no" {
+			g.Expect(err).NotTo(HaveOccurred())
+		}
+		g.Expect(strings.TrimSpace(answer)).To(Equal(want), "a ServiceAccount with only edit: can-i %s coredns", verb)
+	}
 	kubeSystem, err := kubectl("get", "configmaps,serviceaccounts,roles,rolebindings", "-n", "kube-system",
 		"-o", `jsonpath={range .items[*]}{.metadata.name}={.metadata.resourceVersion}{"\n"}{end}`)
 	g.Expect(err).NotTo(HaveOccurred())
+
+	// Default deny: with no AddonPolicy, an add-on outside the trusted namespaces is
+	// refused, and told how to permit it.
+	policies, err := kubectl("get", "addonpolicies", "-n", operatorNamespace, "-o", "name")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(strings.TrimSpace(policies)).To(BeEmpty(), "the e2e cluster starts without AddonPolicies")
+	refusal := expectRefused(t, user, ns, "no-policy", "{serviceAccountName: tenant}")
+	g.Expect(refusal).To(HavePrefix("NotPermitted: "))
+	g.Expect(refusal).To(ContainSubstring("create an AddonPolicy in namespace " + operatorNamespace +
+		" whose namespaceSelector selects namespace " + ns))
+
+	_, err = kubectlIn(fmt.Sprintf(`apiVersion: config.kaddons.dev/v1alpha1
+kind: AddonPolicy
+metadata: {name: e2e-tenant, namespace: %[2]s}
+spec:
+  rules:
+  - name: tenant
+    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: %[1]s}}
+    kinds: [CoreDNS]
+    channels: [stable]
+    versions: "~1.12"
+`, ns, operatorNamespace), "apply", "--server-side", "-f", "-")
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() {
+		_, _ = kubectl("delete", "addonpolicy", "e2e-tenant", "-n", operatorNamespace, "--ignore-not-found")
+	})
+
 
 	cases := []struct {
 		name, spec, reason, message string
@@ -122,29 +182,25 @@ spec:
 	}, {
 		name:    "into-kube-system",
 		spec:    `{serviceAccountName: tenant, targetNamespace: kube-system}`,
-		reason:  "Forbidden",
-		message: "Deployment kube-system/coredns",
+		reason:  "NotPermitted",
+		message: "does not allow target namespace kube-system (allowed: only the add-on's own namespace, " + ns + ")",
+	}, {
+		name:    "pinned-outside-policy",
+		spec:    `{serviceAccountName: tenant, channel: stable, version: 1.14.6}`,
+		reason:  "NotPermitted",
+		message: "version 1.14.6 (allowed: ~1.12)",
+	}, {
+		name:    "corefile",
+		spec:    `{serviceAccountName: tenant, corefile: ".:53 {\n  forward . 10.0.0.53\n}\n"}`,
+		reason:  "NotPermitted",
+		message: "does not allow spec.corefile (allowed free-form fields: none)",
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			_, err := kubectlIn(fmt.Sprintf("apiVersion: addons.kaddons.dev/v1alpha1\nkind: CoreDNS\nmetadata: {name: %s, namespace: %s}\nspec: %s\n",
-				tc.name, ns, tc.spec), "--as="+user, "apply", "-f", "-")
-			g.Expect(err).NotTo(HaveOccurred(), "the tenant may create add-ons in its namespace")
-			_, err = kubectl("wait", "--for=condition=Stalled", "coredns/"+tc.name, "-n", ns, "--timeout=1m")
-			g.Expect(err).NotTo(HaveOccurred())
-			got, err := kubectl("get", "coredns/"+tc.name, "-n", ns,
-				"-o", `jsonpath={.status.conditions[?(@.type=="Ready")].reason}: {.status.conditions[?(@.type=="Ready")].message}`)
-			g.Expect(err).NotTo(HaveOccurred())
+			got := expectRefused(t, user, ns, tc.name, tc.spec)
 			g.Expect(got).To(HavePrefix(tc.reason+": "), got)
 			g.Expect(got).To(ContainSubstring(tc.message))
-			inventory, err := kubectl("get", "coredns/"+tc.name, "-n", ns, "-o", "jsonpath={.status.inventory}")
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(inventory).To(BeEmpty())
-			children, err := kubectl("get", "deployments,configmaps,services,clusterroles,clusterrolebindings", "-A",
-				"-l", labelNamespace+"="+ns+","+labelName+"="+tc.name, "-o", "name")
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(strings.TrimSpace(children)).To(BeEmpty(), "nothing is written for a refused add-on")
 		})
 	}
 
