@@ -112,8 +112,10 @@ func TestPermitRequest(t *testing.T) {
 		addon: func(c *addonsv1alpha1.CoreDNS) { c.Spec.NodeSelector = map[string]string{} },
 		want:  PermitRequest{Kind: "CoreDNS", Channel: "stable", Version: "1.12.1", Trusted: true, TargetNamespace: "team-a"},
 	}, {
-		name:  "several free-form fields, in the definition's order",
-		addon: func(c *addonsv1alpha1.CoreDNS) { c.Spec.Corefile, c.Spec.NodeSelector = "x", map[string]string{"a": "b"} },
+		name: "several free-form fields, in the definition's order",
+		addon: func(c *addonsv1alpha1.CoreDNS) {
+			c.Spec.Corefile, c.Spec.NodeSelector = "x", map[string]string{"a": "b"}
+		},
 		want: PermitRequest{Kind: "CoreDNS", Channel: "stable", Version: "1.12.1", Trusted: true, TargetNamespace: "team-a",
 			FreeFormFields: []string{"spec.corefile", "spec.nodeSelector"}},
 	}, {

@@ -160,7 +160,6 @@ spec:
 		_, _ = kubectl("delete", "addonpolicy", "e2e-tenant", "-n", operatorNamespace, "--ignore-not-found")
 	})
 
-
 	cases := []struct {
 		name, spec, reason, message string
 	}{{
