@@ -85,9 +85,9 @@ func TestFaultManagerKilled(t *testing.T) {
 		// Kill after the k-th child write of this change, plus a random delay: between the
 		// first write and the status patch, or (for a change that writes fewer objects)
 		// a moment after.
-		k := 1 + rng.IntN(coreDNSChildren)
+		k := 1 + rng.IntN(3)
 		delay := time.Duration(rng.Int64N(int64(150 * time.Millisecond)))
-		deadline := time.Now().Add(10 * time.Second)
+		deadline := time.Now().Add(8 * time.Second)
 		for {
 			mu.Lock()
 			n := writes
@@ -126,6 +126,7 @@ func TestFaultManagerKilled(t *testing.T) {
 // decoys are left alone: not one of their objects is written.
 func TestFaultDeletedWhileManagerDown(t *testing.T) {
 	g := NewWithT(t)
+	g.Expect(suiteManager.ensureRunning()).To(Succeed())
 	run := newFaultRun(t, "down", 2)
 	deleted, bystander := run.namespaces[0], run.namespaces[1]
 	decoys := plantDecoys(t, deleted)
@@ -187,6 +188,7 @@ const foreignFinalizer = "e2e.kaddons.dev/hold"
 // never removed by kaddons, and deletion finishes once the test removes it.
 func TestFaultForeignFinalizer(t *testing.T) {
 	g := NewWithT(t)
+	g.Expect(suiteManager.ensureRunning()).To(Succeed())
 	run := newFaultRun(t, "finalizer", 2)
 	held := run.namespaces[0]
 	decoys := plantDecoys(t, held)

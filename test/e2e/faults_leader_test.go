@@ -20,8 +20,8 @@ const (
 	failoverLeaseDuration = 6 * time.Second
 	failoverRenewDeadline = 4 * time.Second
 	failoverRetryPeriod   = 500 * time.Millisecond
-	// failoverTolerance covers the requests' own latency on a busy machine.
-	failoverTolerance = time.Second
+	// failoverTolerance covers the requests' own latency on a busy two-core machine.
+	failoverTolerance = 2 * time.Second
 )
 
 // failoverConfig is the managers' configuration file: every namespace trusted, and the
@@ -92,8 +92,8 @@ func TestFaultLeaderFailover(t *testing.T) {
 	go func() {
 		var s leaseSeen
 		for ctx.Err() == nil {
-			_ = InterceptGomegaFailure(func() {
-				l := getLease(Default, leaseID)
+			_ = attempt(func(g Gomega) {
+				l := getLease(g, leaseID)
 				switch {
 				case l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == oldHolder:
 					if l.Spec.RenewTime != nil && l.Spec.RenewTime.After(s.lastRenew) {

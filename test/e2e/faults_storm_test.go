@@ -41,8 +41,8 @@ func watchStalls(run *faultRun) *stallWatch {
 	go func() {
 		defer close(s.done)
 		for ctx.Err() == nil {
-			_ = InterceptGomegaFailure(func() {
-				for _, st := range run.stalledAddons(Default) {
+			_ = attempt(func(g Gomega) {
+				for _, st := range run.stalledAddons(g) {
 					s.mu.Lock()
 					s.seen[st] = true
 					s.mu.Unlock()

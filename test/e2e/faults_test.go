@@ -12,6 +12,7 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -434,4 +435,24 @@ func (p *managerProcess) exitCode() (int, bool) {
 		return 0, false
 	}
 	return p.cmd.ProcessState.ExitCode(), true
+}
+
+// attemptFailure carries a failed assertion of attempt out of f.
+type attemptFailure string
+
+// attempt runs f with a Gomega of its own and returns its first failed assertion, for
+// goroutines that watch the cluster and must not fail the test themselves.
+func attempt(f func(g Gomega)) (err error) {
+	g := NewGomega(func(message string, _ ...int) { panic(attemptFailure(message)) })
+	defer func() {
+		if r := recover(); r != nil {
+			msg, ok := r.(attemptFailure)
+			if !ok {
+				panic(r)
+			}
+			err = errors.New(string(msg))
+		}
+	}()
+	f(g)
+	return nil
 }
