@@ -41,13 +41,17 @@ var (
 // running as the installer's ServiceAccount there, installs CoreDNS, which becomes Ready;
 // the ClusterResourceSetBinding records both resources as applied.
 //
-// No infrastructure or control-plane provider exists here. The Cluster therefore names
-// neither (no spec.infrastructureRef, no spec.controlPlaneRef), which is how Cluster API
-// handles a cluster whose machines something else provides: its Cluster controller marks
-// the infrastructure provisioned itself, and that is the one status ClusterResourceSet
-// needs (the cluster cache connects once status.initialization.infrastructureProvisioned
-// is true). The kubeconfig Secret, which a control-plane provider would write, is written
-// by the test, with the workload cluster's admin credentials.
+// No infrastructure or control-plane provider exists here, and Cluster API v1.14 refuses
+// a Cluster that names neither. The test therefore plays a minimal infrastructure
+// provider: a LoopbackCluster kind (its CRD carries the contract label
+// cluster.x-k8s.io/v1beta2: v1alpha1) whose object holds the workload cluster's endpoint
+// in spec.controlPlaneEndpoint, and whose status the test sets as a provider would once
+// its infrastructure exists: status.initialization.provisioned=true. Cluster API's
+// Cluster controller then marks the Cluster's infrastructure provisioned, which is all
+// ClusterResourceSet waits for (the cluster cache connects once
+// status.initialization.infrastructureProvisioned is true). The kubeconfig Secret, which
+// a control-plane provider would write, is written by the test, with the workload
+// cluster's admin credentials.
 func TestBootstrapClusterAPI(t *testing.T) {
 	g := NewWithT(t)
 	capi := toolDir(t, "capi")
@@ -85,6 +89,26 @@ data:
 `, clusterName, ns, base64.StdEncoding.EncodeToString(workloadKubeconfig))
 	_, err = kubectlIn(secret, "apply", "--server-side", "-f", "-")
 	g.Expect(err).NotTo(HaveOccurred())
+	// The stand-in infrastructure provider's object, provisioned, and the Cluster on it.
+	_, err = kubectlIn(loopbackClusterCRD, "apply", "--server-side", "-f", "-")
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = kubectl("wait", "--for=condition=Established", "--timeout=2m", "crd/loopbackclusters."+loopbackGroup)
+	g.Expect(err).NotTo(HaveOccurred())
+	infra := fmt.Sprintf(`apiVersion: %s/v1alpha1
+kind: LoopbackCluster
+metadata:
+  name: %s
+  namespace: %s
+spec:
+  controlPlaneEndpoint:
+    host: 127.0.0.1
+    port: %d
+`, loopbackGroup, clusterName, ns, workloadPort)
+	_, err = kubectlIn(infra, "apply", "--server-side", "-f", "-")
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = kubectl("patch", "loopbackcluster."+loopbackGroup, clusterName, "-n", ns, "--subresource=status", "--type=merge",
+		"-p", `{"status":{"initialization":{"provisioned":true}}}`)
+	g.Expect(err).NotTo(HaveOccurred())
 	cluster := fmt.Sprintf(`apiVersion: cluster.x-k8s.io/v1beta2
 kind: Cluster
 metadata:
@@ -93,10 +117,11 @@ metadata:
   labels:
     addons.kaddons.dev/install: "true"
 spec:
-  controlPlaneEndpoint:
-    host: 127.0.0.1
-    port: %d
-`, clusterName, ns, workloadPort)
+  infrastructureRef:
+    apiGroup: %s
+    kind: LoopbackCluster
+    name: %s
+`, clusterName, ns, loopbackGroup, clusterName)
 	_, err = kubectlIn(cluster, "apply", "--server-side", "-f", "-")
 	g.Expect(err).NotTo(HaveOccurred())
 
@@ -110,12 +135,14 @@ spec:
 	_, err = kubectl("apply", "--server-side", "-n", ns, "-k", example)
 	g.Expect(err).NotTo(HaveOccurred())
 
-	// Cluster API marks the infrastructure of a Cluster without infrastructureRef
-	// provisioned: the status ClusterResourceSet waits for.
+	// Cluster API reads the provider's status and endpoint into the Cluster: the status
+	// ClusterResourceSet waits for.
 	g.Eventually(func(g Gomega) {
 		u := getUnstructured(g, capiCluster, ns, clusterName)
 		provisioned, _, _ := unstructured.NestedBool(u.Object, "status", "initialization", "infrastructureProvisioned")
 		g.Expect(provisioned).To(BeTrue(), "status.initialization.infrastructureProvisioned")
+		port, _, _ := unstructured.NestedInt64(u.Object, "spec", "controlPlaneEndpoint", "port")
+		g.Expect(port).To(BeEquivalentTo(workloadPort), "spec.controlPlaneEndpoint from the LoopbackCluster")
 	}).WithTimeout(readyTimeout).WithPolling(poll).Should(Succeed())
 
 	// The ClusterResourceSet applied the installer: the operator's ServiceAccount exists on
@@ -180,6 +207,39 @@ spec:
 	g.Expect(conditions).To(ContainElement(And(HaveKeyWithValue("type", "ResourcesApplied"), HaveKeyWithValue("status", "True"))),
 		"ClusterResourceSet conditions: %v", conditions)
 }
+
+// loopbackGroup is the API group of the test's stand-in infrastructure provider.
+const loopbackGroup = "infrastructure.e2e.kaddons.dev"
+
+// loopbackClusterCRD defines LoopbackCluster, the InfrastructureCluster of the test's
+// stand-in provider: its label says which of its versions serves Cluster API's v1beta2
+// contract, and it keeps whatever fields it is given (spec.controlPlaneEndpoint,
+// status.initialization.provisioned are the ones the contract reads).
+const loopbackClusterCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: loopbackclusters.` + loopbackGroup + `
+  labels:
+    cluster.x-k8s.io/v1beta2: v1alpha1
+spec:
+  group: ` + loopbackGroup + `
+  names:
+    kind: LoopbackCluster
+    listKind: LoopbackClusterList
+    plural: loopbackclusters
+    singular: loopbackcluster
+  scope: Namespaced
+  versions:
+  - name: v1alpha1
+    served: true
+    storage: true
+    subresources:
+      status: {}
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-preserve-unknown-fields: true
+`
 
 // apiServerPort returns the kube-apiserver port hack/local-cluster.sh recorded for the
 // cluster in dir.
@@ -286,7 +346,7 @@ func capiWebhooks(path string, port int, caBundle []byte) (string, error) {
 // it runs before it).
 func cleanupCAPI(t *testing.T, ns string) {
 	t.Cleanup(func() {
-		for _, kind := range []string{"clusterresourcesets.addons.cluster.x-k8s.io", "clusters.cluster.x-k8s.io"} {
+		for _, kind := range []string{"clusterresourcesets.addons.cluster.x-k8s.io", "clusters.cluster.x-k8s.io", "loopbackclusters." + loopbackGroup} {
 			if _, err := kubectl("delete", kind, "--all", "-n", ns, "--ignore-not-found", "--timeout="+deleteTimeout.String()); err != nil {
 				t.Errorf("deleting the %s of %s: %v", kind, ns, err)
 			}
@@ -300,8 +360,8 @@ func dumpCAPIOnFailure(t *testing.T, ns, cluster string) {
 		if !t.Failed() {
 			return
 		}
-		out, err := kubectl("get", "clusters.cluster.x-k8s.io,clusterresourcesets.addons.cluster.x-k8s.io,"+
-			"clusterresourcesetbindings.addons.cluster.x-k8s.io,configmaps,secrets", "-n", ns, "-o", "yaml")
+		out, err := kubectl("get", "clusters.cluster.x-k8s.io,loopbackclusters."+loopbackGroup+",clusterresourcesets.addons.cluster.x-k8s.io,"+
+			"clusterresourcesetbindings.addons.cluster.x-k8s.io", "-n", ns, "-o", "yaml")
 		t.Logf("Cluster API objects in %s (cluster %s):\n%s%v", ns, cluster, tailLines(out, 200), errOrEmpty(err))
 	})
 }

@@ -121,7 +121,7 @@ func TestBootstrapFlux(t *testing.T) {
 	expectRolledOut(g, deploy, 2)
 
 	// Removed from git: Flux prunes the add-on, and kaddons deletes what it applied.
-	inventory := cr.Status.Inventory
+	inventory := cr.Status.Inventory.Objects()
 	g.Expect(inventory).NotTo(BeEmpty())
 	repo.remove("clusters/e2e/coredns.yaml")
 	repo.write("clusters/e2e/kustomization.yaml", "resources: []\n")
