@@ -70,56 +70,69 @@ func TestIdentityFor(t *testing.T) {
 			addon := &addonsv1alpha1.CoreDNS{ObjectMeta: metav1.ObjectMeta{Namespace: tc.namespace, Name: "dns"}}
 			addon.Spec.ServiceAccountName = tc.saName
 			id, refusal, err := r.identityFor(addon, tc.tenancy)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("error = %v, want one containing %q", err, tc.wantErr)
-				}
-				if id.applier != nil || id.live != nil {
-					t.Errorf("identity = %+v on error, want none", id)
-				}
+			if tc.wantErr != "" || tc.wantRefusal != "" {
+				expectNoIdentity(t, id, refusal, err, tc.wantRefusal, tc.wantErr)
 				return
 			}
 			if err != nil {
 				t.Fatalf("identityFor: %v", err)
 			}
-			if tc.wantRefusal != "" {
-				if !strings.Contains(refusal, tc.wantRefusal) || !strings.Contains(refusal, "spec.serviceAccountName") {
-					t.Errorf("refusal = %q, want it to contain %q and name spec.serviceAccountName", refusal, tc.wantRefusal)
-				}
-				if id.applier != nil || id.live != nil {
-					t.Errorf("identity = %+v with a refusal, want none", id)
-				}
-				return
-			}
 			if refusal != "" {
 				t.Fatalf("refusal = %q, want none", refusal)
 			}
-			if id.serviceAccount != tc.wantSA {
-				t.Errorf("ServiceAccount = %v, want %v", id.serviceAccount, tc.wantSA)
-			}
-			if id.applier == nil || id.live == nil {
-				t.Fatalf("identity = %+v, want an applier and a live reader", id)
-			}
-			if tc.wantSA.Name == "" {
-				if id.applier != r.applier || id.live != r.reader || id.impersonating() {
-					t.Errorf("identity is not the operator's own applier and reader")
-				}
-				return
-			}
-			// An impersonated identity writes and reads live only through the
-			// ServiceAccount's client, checks access first, and still reads the shared cache.
-			want, err := r.impersonator.ClientFor(tc.wantSA)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !id.impersonating() || id.live != want || id.applier.client != want || id.applier.reader != want {
-				t.Errorf("identity does not act through the ServiceAccount's client")
-			}
-			if id.applier.cache != r.client || !id.applier.checkAccess || id.applier.as != "ServiceAccount "+tc.wantSA.String() {
-				t.Errorf("applier = {cache shared: %v, checkAccess: %v, as: %q}, want the shared cache, access checks and %q",
-					id.applier.cache == r.client, id.applier.checkAccess, id.applier.as, "ServiceAccount "+tc.wantSA.String())
-			}
+			expectIdentity(t, r, id, tc.wantSA)
 		})
+	}
+}
+
+// expectNoIdentity checks that identityFor gave no identity, and the refusal or the
+// error wanted.
+func expectNoIdentity(t *testing.T, id identity, refusal string, err error, wantRefusal, wantErr string) {
+	t.Helper()
+	if id.applier != nil || id.live != nil {
+		t.Errorf("identity = %+v, want none", id)
+	}
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Errorf("error = %v, want one containing %q", err, wantErr)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("identityFor: %v", err)
+	}
+	if !strings.Contains(refusal, wantRefusal) || !strings.Contains(refusal, "spec.serviceAccountName") {
+		t.Errorf("refusal = %q, want it to contain %q and name spec.serviceAccountName", refusal, wantRefusal)
+	}
+}
+
+// expectIdentity checks that id acts as the ServiceAccount want (the operator when zero).
+func expectIdentity(t *testing.T, r *Reconciler, id identity, want types.NamespacedName) {
+	t.Helper()
+	if id.serviceAccount != want {
+		t.Errorf("ServiceAccount = %v, want %v", id.serviceAccount, want)
+	}
+	if id.applier == nil || id.live == nil {
+		t.Fatalf("identity = %+v, want an applier and a live reader", id)
+	}
+	if want.Name == "" {
+		if id.applier != r.applier || id.live != r.reader || id.impersonating() {
+			t.Errorf("identity is not the operator's own applier and reader")
+		}
+		return
+	}
+	// An impersonated identity writes and reads live only through the ServiceAccount's
+	// client, checks access first, and still reads the shared cache.
+	c, err := r.impersonator.ClientFor(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !id.impersonating() || id.live != c || id.applier.client != c || id.applier.reader != c {
+		t.Errorf("identity does not act through the ServiceAccount's client")
+	}
+	if id.applier.cache != r.client || !id.applier.checkAccess || id.applier.as != "ServiceAccount "+want.String() {
+		t.Errorf("applier = {cache shared: %v, checkAccess: %v, as: %q}, want the shared cache, access checks and %q",
+			id.applier.cache == r.client, id.applier.checkAccess, id.applier.as, "ServiceAccount "+want.String())
 	}
 }
 

@@ -75,13 +75,7 @@ func TestSummarize(t *testing.T) {
 				t.Errorf("Degraded = %+v, want %s", d, tc.wantDegraded)
 			}
 			if tc.out.class == classDeleting {
-				p := meta.FindStatusCondition(conds, addonsv1alpha1.ConditionProgressing)
-				if p == nil || p.Status != metav1.ConditionTrue || p.Reason != addonsv1alpha1.ReasonDeleting {
-					t.Errorf("Progressing = %+v, want True/%s", p, addonsv1alpha1.ReasonDeleting)
-				}
-				if addon.Status.Phase != phaseDeleting {
-					t.Errorf("phase = %q, want %q", addon.Status.Phase, phaseDeleting)
-				}
+				expectDeleting(t, &addon.Status.AddonStatus)
 			}
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("error = %v, want error %v", err, tc.wantErr)
@@ -96,5 +90,17 @@ func TestSummarize(t *testing.T) {
 func TestProceedDoesNotStop(t *testing.T) {
 	if proceed().stop {
 		t.Error("proceed() stops the reconcile")
+	}
+}
+
+// expectDeleting checks the conditions and phase a deletion in progress sets.
+func expectDeleting(t *testing.T, s *addonsv1alpha1.AddonStatus) {
+	t.Helper()
+	p := meta.FindStatusCondition(s.Conditions, addonsv1alpha1.ConditionProgressing)
+	if p == nil || p.Status != metav1.ConditionTrue || p.Reason != addonsv1alpha1.ReasonDeleting {
+		t.Errorf("Progressing = %+v, want True/%s", p, addonsv1alpha1.ReasonDeleting)
+	}
+	if s.Phase != phaseDeleting {
+		t.Errorf("phase = %q, want %q", s.Phase, phaseDeleting)
 	}
 }
