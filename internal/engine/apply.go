@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/wait"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -665,9 +666,20 @@ func (e *objectTooLargeError) Unwrap() error { return e.err }
 // API server's 413, etcd's "request is too large" (a 500), or a validation error on the
 // total size of an object's data (a ConfigMap or Secret over 1 MiB).
 func tooLarge(err error) bool {
-	msg := err.Error()
-	return apierrors.IsRequestEntityTooLargeError(err) || strings.Contains(msg, "request is too large") ||
-		(apierrors.IsInvalid(err) && strings.Contains(msg, "must have at most") && strings.Contains(msg, "bytes"))
+	if apierrors.IsRequestEntityTooLargeError(err) || strings.Contains(err.Error(), "request is too large") {
+		return true
+	}
+	var apiStatus apierrors.APIStatus
+	if !apierrors.IsInvalid(err) || !errors.As(err, &apiStatus) || apiStatus.Status().Details == nil {
+		return false
+	}
+	for _, c := range apiStatus.Status().Details.Causes {
+		// The whole object's size is reported on the empty path ("[]" once formatted).
+		if c.Type == metav1.CauseType(field.ErrorTypeTooLong) && (c.Field == "" || c.Field == "[]") {
+			return true
+		}
+	}
+	return false
 }
 
 // immutableError reports an apply refused because it changes immutable fields.
