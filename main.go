@@ -275,7 +275,12 @@ func run(f flags, cfg *config.Configuration, logLevel string, setLevel func(conf
 		LeaseDuration:                 &le.LeaseDuration,
 		RenewDeadline:                 &le.RenewDeadline,
 		RetryPeriod:                   &le.RetryPeriod,
-		LeaderElectionReleaseOnCancel: true,
+		// Never release the Lease on the way out: client-go also releases it after a
+		// failed renewal, and that release (bounded by the renew deadline) runs while the
+		// controllers still reconcile, so a leader cut off from its Lease kept writing
+		// past the Lease's expiry, beside the new leader (TestFaultLeaderFailover). A
+		// successor waits out the lease duration instead.
+		LeaderElectionReleaseOnCancel: false,
 		Cache:                         cacheOptions,
 		Client:                        client.Options{Cache: &client.CacheOptions{Unstructured: true}},
 	})
