@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
@@ -91,58 +92,64 @@ func verifySignature(ref name.Digest, v *Verification, opts []remote.Option) err
 			reasons = append(reasons, fmt.Sprintf("only the first %d signatures were read", maxSignatures))
 			break
 		}
-		sig, ok := l.Annotations[SignatureAnnotation]
-		if !ok {
-			reasons = append(reasons, fmt.Sprintf("layer %d has no %s annotation", i, SignatureAnnotation))
-			continue
-		}
-		if l.Size > maxPayloadBytes {
-			reasons = append(reasons, fmt.Sprintf("layer %d has a payload of %d bytes", i, l.Size))
-			continue
-		}
-		layer, err := img.LayerByDigest(l.Digest)
-		if err != nil {
+		signed, reason, err := checkSignatureLayer(img, l, verifiers)
+		switch {
+		case err != nil:
 			return registryError(err, "reading the signatures of %s", ref)
-		}
-		rc, err := layer.Compressed()
-		if err != nil {
-			return registryError(err, "reading the signatures of %s", ref)
-		}
-		// The reader checks the payload against its digest at the end.
-		body, err := io.ReadAll(io.LimitReader(rc, maxPayloadBytes+1))
-		_ = rc.Close()
-		if err != nil {
-			if IsTransient(err) {
-				return fetchError(err, "reading the signatures of %s", ref)
-			}
-			reasons = append(reasons, fmt.Sprintf("layer %d: %v", i, err))
-			continue
-		}
-		raw, err := base64.StdEncoding.DecodeString(sig)
-		if err != nil {
-			reasons = append(reasons, fmt.Sprintf("layer %d: the signature is not base64", i))
-			continue
-		}
-		if !verifiesWithAny(verifiers, raw, body) {
-			reasons = append(reasons, fmt.Sprintf("layer %d: the signature does not verify with the given keys", i))
-			continue
-		}
-		signed, err := signedDigest(body)
-		if err != nil {
-			reasons = append(reasons, fmt.Sprintf("layer %d: %v", i, err))
-			continue
-		}
-		if signed != ref.DigestStr() {
+		case reason != "":
+			reasons = append(reasons, fmt.Sprintf("layer %d: %s", i, reason))
+		case signed != ref.DigestStr():
 			mismatch = true
 			reasons = append(reasons, fmt.Sprintf("layer %d signs %s", i, signed))
-			continue
+		default:
+			return nil
 		}
-		return nil
 	}
 	if mismatch {
 		return errorf(ReasonDigestMismatch, nil, "no signature of %s names its digest: %s", ref, strings.Join(reasons, "; "))
 	}
 	return errorf(ReasonVerificationFailed, nil, "no valid signature of %s: %s", ref, strings.Join(reasons, "; "))
+}
+
+// checkSignatureLayer returns the digest a signature layer signs when its signature
+// verifies with one of the verifiers, or why it does not; err is a registry failure.
+func checkSignatureLayer(img v1.Image, l v1.Descriptor, verifiers []signature.Verifier) (signed, reason string, err error) {
+	sig, ok := l.Annotations[SignatureAnnotation]
+	if !ok {
+		return "", "no " + SignatureAnnotation + " annotation", nil
+	}
+	if l.Size > maxPayloadBytes {
+		return "", fmt.Sprintf("a payload of %d bytes", l.Size), nil
+	}
+	layer, err := img.LayerByDigest(l.Digest)
+	if err != nil {
+		return "", "", err
+	}
+	rc, err := layer.Compressed()
+	if err != nil {
+		return "", "", err
+	}
+	// The reader checks the payload against its digest at the end.
+	body, err := io.ReadAll(io.LimitReader(rc, maxPayloadBytes+1))
+	_ = rc.Close()
+	if err != nil {
+		if IsTransient(err) {
+			return "", "", err
+		}
+		return "", err.Error(), nil
+	}
+	raw, err := base64.StdEncoding.DecodeString(sig)
+	if err != nil {
+		return "", "the signature is not base64", nil
+	}
+	if !verifiesWithAny(verifiers, raw, body) {
+		return "", "the signature does not verify with the given keys", nil
+	}
+	signed, err = signedDigest(body)
+	if err != nil {
+		return "", err.Error(), nil
+	}
+	return signed, "", nil
 }
 
 func verifiesWithAny(verifiers []signature.Verifier, sig, body []byte) bool {
