@@ -133,8 +133,9 @@ func (r *Reconciler) removeFinalizer(ctx context.Context, obj addonsv1alpha1.Add
 		}
 		path := fmt.Sprintf("/metadata/finalizers/%d", i)
 		ops := []patchOp{{Op: opTest, Path: path, Value: Finalizer}, {Op: "remove", Path: path}}
-		if err := r.patchMetadata(ctx, obj, ops); err != nil {
-			return fmt.Errorf("removing finalizer: %w", client.IgnoreNotFound(err))
+		// An add-on already gone has no finalizer left to remove.
+		if err := client.IgnoreNotFound(r.patchMetadata(ctx, obj, ops)); err != nil {
+			return fmt.Errorf("removing finalizer: %w", err)
 		}
 		return nil
 	}

@@ -109,6 +109,16 @@ func TestFinalizerKeepsOtherFinalizers(t *testing.T) {
 	}
 }
 
+func TestRemoveFinalizerOfAGoneAddon(t *testing.T) {
+	gone := coreDNS("a", "x")
+	gone.Finalizers = []string{Finalizer}
+	r, _ := testReconciler(t, Options{})
+	// The add-on is no longer on the server: nothing is left to remove, and no error.
+	if err := r.removeFinalizer(context.Background(), gone); err != nil {
+		t.Errorf("removing the finalizer of a gone add-on: %v, want no error", err)
+	}
+}
+
 func equalStrings(a, b []string) bool {
 	if len(a) != len(b) {
 		return false
