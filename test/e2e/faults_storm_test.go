@@ -198,12 +198,14 @@ func TestFaultTransientErrors(t *testing.T) {
 	for _, f := range []struct {
 		fault fault
 		name  string
+		// says matches what the message reports of this fault.
+		says string
 	}{
-		{faultInternal, "500 InternalError"},
-		{faultThrottle, "429 TooManyRequests"},
-		{faultTimeout, "504 Timeout"},
-		{faultConflict, "409 Conflict"},
-		{faultReset, "a reset connection"},
+		{faultInternal, "500 InternalError", "InternalError"},
+		{faultThrottle, "429 TooManyRequests", "TooManyRequests"},
+		{faultTimeout, "504 Timeout", "proxy: Timeout"},
+		{faultConflict, "409 Conflict", "Conflict"},
+		{faultReset, "a reset connection", "EOF|connection reset"},
 	} {
 		mu.Lock()
 		current = f.fault
@@ -219,7 +221,7 @@ func TestFaultTransientErrors(t *testing.T) {
 			cr := getCoreDNS(g, ns)
 			expectRetrying(g, cr)
 			g.Expect(meta.FindStatusCondition(cr.Status.Conditions, addonsv1alpha1.ConditionReady).Message).
-				To(ContainSubstring("Deployment "+ns+"/"+coreDNSName), "the message does not name the refused object")
+				To(And(ContainSubstring("Deployment "+ns+"/"+coreDNSName), MatchRegexp(f.says)), "the message does not name the refused object and the answer")
 		}).WithTimeout(time.Minute).WithPolling(poll).Should(Succeed(), "after %s", f.name)
 		t.Logf("%s: retried, Progressing: %s", f.name, readySummary(getCoreDNS(g, ns)))
 	}
