@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -36,12 +37,16 @@ import (
 	"github.com/kaddons/kaddons/internal/channels"
 	"github.com/kaddons/kaddons/internal/config"
 	"github.com/kaddons/kaddons/internal/engine"
+	"github.com/kaddons/kaddons/internal/sources"
 	"github.com/kaddons/kaddons/internal/version"
 )
 
 // defaultOperatorNamespace is where AddonPolicies count when POD_NAMESPACE is not set
 // (config/manager sets it to the manager's own namespace).
 const defaultOperatorNamespace = "kaddons-system"
+
+// clusterVersionTTL is how long the cluster's version, read for pre-flight checks, is reused.
+const clusterVersionTTL = 10 * time.Minute
 
 var (
 	scheme   = runtime.NewScheme()
@@ -69,6 +74,10 @@ type flags struct {
 	channelsDir          string
 	defaultChannel       string
 	concurrency          int
+	operatorID           string
+	sourceCacheDir       string
+	sourceCacheBytes     int64
+	printVersion         bool
 }
 
 // bind registers the flags on fs. Their defaults are the configuration's defaults, so
@@ -93,6 +102,13 @@ func (f *flags) bind(fs *flag.FlagSet) {
 		"The channel for add-ons that set neither spec.version nor spec.channel.")
 	fs.IntVar(&f.concurrency, "max-concurrent-reconciles", config.DefaultConcurrency,
 		"How many add-ons of one kind are reconciled in parallel. Per-kind bounds in the configuration file still apply.")
+	fs.StringVar(&f.operatorID, "operator-id", sources.DefaultOperatorID,
+		"The operator's id: a bundle whose metadata names another operator id is refused (OperatorMismatch).")
+	fs.StringVar(&f.sourceCacheDir, "source-cache-dir", filepath.Join(os.TempDir(), "kaddons-sources"),
+		"Where fetched AddonSource artifacts are extracted and cached by digest (an emptyDir in the Deployment).")
+	fs.Int64Var(&f.sourceCacheBytes, "source-cache-bytes", sources.DefaultCacheBytes,
+		"The bound on the bytes kept in --source-cache-dir; each source's current revision is kept even over it.")
+	fs.BoolVar(&f.printVersion, "version", false, "Print the operator's version and exit.")
 }
 
 func main() {
@@ -102,6 +118,10 @@ func main() {
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	set := explicitFlags(flag.CommandLine)
+	if f.printVersion {
+		fmt.Printf("kaddons %s (revision %s)\n", version.Version, version.Revision)
+		return
+	}
 
 	// The configuration sets the level once it is loaded, unless --zap-log-level did.
 	level := uberzap.NewAtomicLevel()
@@ -266,15 +286,15 @@ func run(f flags, cfg *config.Configuration, logLevel string, setLevel func(conf
 	cacheOptions.SyncPeriod = &m.CacheSyncPeriod
 	le := m.LeaderElection
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
-		Scheme:                        scheme,
-		Metrics:                       metricsOptions,
-		HealthProbeBindAddress:        m.HealthProbeBindAddress,
-		LeaderElection:                le.Enabled,
-		LeaderElectionID:              le.ID,
-		LeaderElectionNamespace:       le.Namespace,
-		LeaseDuration:                 &le.LeaseDuration,
-		RenewDeadline:                 &le.RenewDeadline,
-		RetryPeriod:                   &le.RetryPeriod,
+		Scheme:                  scheme,
+		Metrics:                 metricsOptions,
+		HealthProbeBindAddress:  m.HealthProbeBindAddress,
+		LeaderElection:          le.Enabled,
+		LeaderElectionID:        le.ID,
+		LeaderElectionNamespace: le.Namespace,
+		LeaseDuration:           &le.LeaseDuration,
+		RenewDeadline:           &le.RenewDeadline,
+		RetryPeriod:             &le.RetryPeriod,
 		// Never release the Lease on the way out: client-go also releases it after a
 		// failed renewal, and that release (bounded by the renew deadline) runs while the
 		// controllers still reconcile, so a leader cut off from its Lease kept writing
@@ -288,13 +308,29 @@ func run(f flags, cfg *config.Configuration, logLevel string, setLevel func(conf
 		return fmt.Errorf("creating the manager: %w", err)
 	}
 
+	discoveryClient, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("creating the discovery client: %w", err)
+	}
+	operator := engine.OperatorIdentity{ID: f.operatorID, Version: version.Version,
+		KubernetesVersion: engine.ClusterVersion(discoveryClient, clusterVersionTTL)}
+	registry := engine.NewSourceRegistry(cfg.Runtime.DefaultChannel)
 	opts := engine.Options{Source: source, Concurrency: cfg.ConcurrencyFor,
 		// The operatorconfig controller puts the file's runtime settings in force, then
 		// those of the OperatorConfig resource.
-		Settings: engine.NewSettingsStore(engine.Settings{})}
+		Settings: engine.NewSettingsStore(engine.Settings{}), Sources: registry, Operator: operator}
 	policyNamespace := os.Getenv("POD_NAMESPACE")
 	if policyNamespace == "" {
 		policyNamespace = defaultOperatorNamespace
+	}
+	fetcher, err := sources.NewFetcher(sources.Options{CacheDir: f.sourceCacheDir, MaxCacheBytes: f.sourceCacheBytes})
+	if err != nil {
+		return err
+	}
+	sourceController := &controllers.AddonSourceReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(),
+		Namespace: policyNamespace, Fetcher: fetcher, Registry: registry, Operator: operator}
+	if err := sourceController.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the addonsource controller: %w", err)
 	}
 	opts.Permit, opts.ReconcileAllOn, err = controllers.SetupPolicies(mgr, policyNamespace)
 	if err != nil {
@@ -319,7 +355,7 @@ func run(f flags, cfg *config.Configuration, logLevel string, setLevel func(conf
 		"config", f.configFile, "channels", source.Name(),
 		"defaultChannel", cfg.Runtime.DefaultChannel, "registryMirror", cfg.Runtime.RegistryMirror,
 		"pausedKinds", cfg.Runtime.PausedKinds, "resyncInterval", cfg.Runtime.ResyncInterval.String(),
-		"logLevel", logLevel, "policyNamespace", policyNamespace,
+		"logLevel", logLevel, "policyNamespace", policyNamespace, "operatorID", f.operatorID, "sourceCacheDir", f.sourceCacheDir,
 		"trustedNamespaces", cfg.Runtime.Trusted(policyNamespace), "defaultServiceAccountName", cfg.Runtime.DefaultServiceAccountName,
 		"concurrency", m.Concurrency.Default, "concurrencyPerKind", m.Concurrency.PerKind,
 		"leaderElection", le.Enabled, "cacheSyncPeriod", m.CacheSyncPeriod.String())

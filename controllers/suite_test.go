@@ -9,12 +9,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -51,6 +53,11 @@ var (
 	// fileSettings stand for the configuration file's runtime settings. Every namespace is
 	// trusted, as each test runs in a namespace of its own; the tenancy tests narrow the
 	// trusted set through an OperatorConfig.
+	// testSources holds the AddonSources' artifacts; testFetcher serves them as the tests
+	// say; testOperator is the operator the pre-flight checks see.
+	testSources  = engine.NewSourceRegistry(channels.DefaultChannel)
+	testFetcher  = newFakeFetcher()
+	testOperator = engine.OperatorIdentity{ID: "kaddons", Version: "v1.5.0"}
 	fileSettings = config.Runtime{DefaultChannel: channels.DefaultChannel, LogLevel: config.LogLevelInfo,
 		TrustedNamespaces: []string{config.TrustAllNamespaces}}
 )
@@ -135,8 +142,20 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "setting up policies: %v\n", err)
 		return 1
 	}
+	discoveryClient, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "creating the discovery client: %v\n", err)
+		return 1
+	}
+	testOperator.KubernetesVersion = engine.ClusterVersion(discoveryClient, time.Minute)
+	sourceController := &AddonSourceReconciler{Client: testMgr.GetClient(), Reader: testMgr.GetAPIReader(),
+		Namespace: policyNamespace, Fetcher: testFetcher, Registry: testSources, Operator: testOperator}
+	if err := sourceController.SetupWithManager(testMgr); err != nil {
+		fmt.Fprintf(os.Stderr, "setting up the addonsource controller: %v\n", err)
+		return 1
+	}
 	if err := SetupWithManager(testMgr, engine.Options{Source: source, Settings: settings,
-		Permit: permit, ReconcileAllOn: reconcileAllOn}); err != nil {
+		Permit: permit, ReconcileAllOn: reconcileAllOn, Sources: testSources, Operator: testOperator}); err != nil {
 		fmt.Fprintf(os.Stderr, "setting up controllers: %v\n", err)
 		return 1
 	}

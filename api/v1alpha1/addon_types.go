@@ -64,6 +64,11 @@ type AddonStatus struct {
 	// +optional
 	AppliedVersion string `json:"appliedVersion,omitempty"`
 
+	// source is where the applied manifests came from: the AddonSource, its revision and
+	// its digest. Unset for the packages built into the operator.
+	// +optional
+	Source *AppliedSource `json:"source,omitempty"`
+
 	// lastHealthyVersion is the last version that was applied and Ready; a failed
 	// upgrade rolls back to it.
 	// +optional
@@ -173,6 +178,14 @@ func (r ObjectReference) String() string {
 
 // AddonSpec holds the lifecycle settings every add-on kind shares.
 type AddonSpec struct {
+	// sourceRef names the AddonSource (cluster-scoped) whose packages this add-on uses.
+	// Empty means the packages built into the operator. An AddonPolicy may restrict which
+	// sources the add-ons of a namespace may name.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +optional
+	SourceRef string `json:"sourceRef,omitempty"`
+
 	// targetNamespace is the namespace the add-on's namespaced objects are installed in.
 	// Defaults to the add-on kind's own namespace where it has one (the Dashboard's
 	// kubernetes-dashboard), otherwise to the namespace of this resource. A namespace that

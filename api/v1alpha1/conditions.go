@@ -95,4 +95,39 @@ const (
 	ReasonForbidden = "Forbidden"
 	// ReasonHealthCheckFailed means the health of the children could not be read.
 	ReasonHealthCheckFailed = "HealthCheckFailed"
+
+	// ReasonSourceNotReady means the AddonSource in spec.sourceRef does not exist or has
+	// no fetched artifact yet; nothing is applied or pruned until it has one.
+	ReasonSourceNotReady = "SourceNotReady"
+	// ReasonOperatorMismatch means the bundle names another operator id than this
+	// operator's (pre-flight); nothing is applied or pruned.
+	ReasonOperatorMismatch = "OperatorMismatch"
+	// ReasonOperatorTooOld means the bundle needs a newer operator version than the one
+	// running (pre-flight); nothing is applied or pruned.
+	ReasonOperatorTooOld = "OperatorTooOld"
+	// ReasonKubernetesVersionUnsupported means the cluster's Kubernetes version is outside
+	// the bundle's range (pre-flight); nothing is applied or pruned.
+	ReasonKubernetesVersionUnsupported = "KubernetesVersionUnsupported"
+	// ReasonFetched means an AddonSource's current revision was fetched and verified and
+	// passes the pre-flight checks.
+	ReasonFetched = "Fetched"
+	// ReasonFetchFailed means an AddonSource could not be fetched; add-ons keep the
+	// artifact fetched before, if any.
+	ReasonFetchFailed = "FetchFailed"
+	// ReasonInvalidSource means an AddonSource's spec or the Secret it names cannot be
+	// used (a missing Secret, credentials its kind cannot use).
+	ReasonInvalidSource = "InvalidSource"
+	// ReasonVerificationFailed means a required signature of an AddonSource's bundle is
+	// missing or does not verify against its keys.
+	ReasonVerificationFailed = "VerificationFailed"
+	// ReasonDigestMismatch means fetched content is not what its digest pin says.
+	ReasonDigestMismatch = "DigestMismatch"
+	// ReasonArchiveRefused means a fetched archive or tree breaks the extraction rules (a
+	// path outside the tree, a link, a device, a duplicate, a cap on size or count).
+	ReasonArchiveRefused = "ArchiveRefused"
+	// ReasonInvalidBundle means a bundle's or a package's metadata is malformed.
+	ReasonInvalidBundle = "InvalidBundle"
+	// ReasonPreflightFailed means the pre-flight checks could not run (the cluster's
+	// version could not be read); retried.
+	ReasonPreflightFailed = "PreflightFailed"
 )

@@ -110,6 +110,13 @@ type Options struct {
 	// AddonKinds lists an empty object of every add-on kind, so that an add-on is
 	// reconciled again when one it depends on changes.
 	AddonKinds []client.Object
+	// Sources holds the artifacts of the AddonSources that add-ons name in
+	// spec.sourceRef. Nil means no AddonSource is served: such add-ons wait with
+	// SourceNotReady.
+	Sources *SourceRegistry
+	// Operator identifies the running operator to the pre-flight checks of a source's
+	// bundle metadata.
+	Operator OperatorIdentity
 }
 
 // ChildVerbs are the verbs the engine uses on every child kind: read through the cache
@@ -201,6 +208,11 @@ type reconcileState struct {
 	addon addonsv1alpha1.Addon
 	// settings is this reconcile's snapshot of the operator-wide settings.
 	settings Settings
+	// source is the AddonSource artifact the add-on's packages come from, set by
+	// resolve; zero for the packages built into the operator.
+	source SourceArtifact
+	// channels resolves and renders the packages: the source's, or the built-in ones.
+	channels *channels.Source
 	// resolved is the package to apply, set by resolve.
 	resolved channels.Resolved
 	// channel is the channel the version was resolved from; empty for a pinned version.
@@ -234,6 +246,7 @@ const (
 	phaseGate        = "gate"
 	phaseResolve     = "resolve"
 	phasePermit      = "permit"
+	phasePreflight   = "preflight"
 	phaseImpersonate = "impersonate"
 	phaseRender      = "render"
 	phasePlan        = "plan"
@@ -248,6 +261,7 @@ func (r *Reconciler) phases() []phase {
 		{name: phaseGate, run: r.gate},
 		{name: phaseResolve, run: r.resolve},
 		{name: phasePermit, run: r.permit},
+		{name: phasePreflight, run: r.preflight},
 		{name: phaseImpersonate, run: r.impersonate},
 		{name: phaseRender, run: r.render},
 		{name: phasePlan, run: r.plan},

@@ -11,7 +11,7 @@ func TestPhaseOrder(t *testing.T) {
 	for _, p := range r.phases() {
 		names = append(names, p.name)
 	}
-	want := []string{phaseGate, phaseResolve, phasePermit, phaseImpersonate, phaseRender, phasePlan, phaseApply, phaseHealth}
+	want := []string{phaseGate, phaseResolve, phasePermit, phasePreflight, phaseImpersonate, phaseRender, phasePlan, phaseApply, phaseHealth}
 	if !equalStrings(names, want) {
 		t.Fatalf("phases = %v, want %v", names, want)
 	}
@@ -19,7 +19,7 @@ func TestPhaseOrder(t *testing.T) {
 	for _, p := range phasesBetween(r.phases(), phaseResolve, phaseRender) {
 		rendering = append(rendering, p.name)
 	}
-	if want := []string{phaseResolve, phasePermit, phaseImpersonate, phaseRender}; !equalStrings(rendering, want) {
+	if want := []string{phaseResolve, phasePermit, phasePreflight, phaseImpersonate, phaseRender}; !equalStrings(rendering, want) {
 		t.Errorf("Render runs %v, want %v", rendering, want)
 	}
 	if got := phasesBetween(r.phases(), phaseRender, phaseResolve); got != nil {

@@ -90,7 +90,8 @@ type rendered struct {
 	// with the render cache and must not be modified.
 	objects *Objects
 	// key is what, besides the add-on's UID and generation and the package's output,
-	// decides the objects: the version, the inputs and the registry mirror.
+	// decides the objects: the source's digest, the version, the inputs and the registry
+	// mirror.
 	key string
 }
 
@@ -124,10 +125,10 @@ func (r *Reconciler) render(ctx context.Context, st *reconcileState) outcome {
 		}
 		in.Inputs, inputsKey = value, string(key)
 	}
-	key := strings.Join([]string{st.resolved.Version, inputsKey, st.settings.RegistryMirror}, "\x00")
+	key := strings.Join([]string{st.source.Digest, st.resolved.Version, inputsKey, st.settings.RegistryMirror}, "\x00")
 	name := types.NamespacedName{Namespace: st.addon.GetNamespace(), Name: st.addon.GetName()}
 
-	manifest, err := r.source.Render(st.resolved)
+	manifest, err := st.channels.Render(st.resolved)
 	if err != nil {
 		return renderFailure(err, r.gvk.Kind, st.resolved.Version)
 	}

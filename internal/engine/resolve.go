@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/internal/channels"
@@ -12,22 +13,47 @@ import (
 // healthy version (pinVersion). A bad version or channel is terminal: it is reported
 // and not retried until the spec or the channels change.
 func (r *Reconciler) resolve(_ context.Context, st *reconcileState) outcome {
+	if out := r.resolveSource(st); out.stop {
+		return out
+	}
 	spec := st.addon.CommonSpec()
 	if spec.Version == "" && spec.Channel == "" {
 		spec.Channel = st.settings.DefaultChannel
 		if spec.Channel == "" {
-			spec.Channel = r.source.DefaultChannel()
+			spec.Channel = st.channels.DefaultChannel()
 		}
 	}
 	if spec.Version == "" {
 		st.channel = spec.Channel
 	}
-	resolved, err := r.source.Resolve(st.addon.ComponentName(), spec)
+	resolved, err := st.channels.Resolve(st.addon.ComponentName(), spec)
 	if err != nil {
 		return stalled(channels.ReasonOf(err), err)
 	}
 	st.resolved = resolved
 	st.wanted = pinVersion(st.addon, &st.resolved)
+	return proceed()
+}
+
+// resolveSource picks the channels the add-on's packages come from: the current artifact
+// of the AddonSource spec.sourceRef names, else the built-in packages. A source that does
+// not exist or has no artifact yet stops the add-on with SourceNotReady: nothing is
+// applied or pruned, and the add-on is reconciled again as soon as the source has one.
+func (r *Reconciler) resolveSource(st *reconcileState) outcome {
+	name := st.addon.GetAddonSpec().SourceRef
+	if name == "" {
+		st.channels = r.source
+		return proceed()
+	}
+	if r.opts.Sources == nil {
+		return progressing(addonsv1alpha1.ReasonSourceNotReady,
+			fmt.Sprintf("AddonSource %s cannot be used: this manager serves no AddonSources", name))
+	}
+	artifact, err := r.opts.Sources.Lookup(name)
+	if err != nil {
+		return progressing(addonsv1alpha1.ReasonSourceNotReady, err.Error())
+	}
+	st.source, st.channels = artifact, artifact.Channels
 	return proceed()
 }
 

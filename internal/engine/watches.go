@@ -55,6 +55,15 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// so those stalled on it recover without a spec change.
 		b = b.WatchesRawSource(source.Channel(changes, handler.EnqueueRequestsFromMapFunc(r.mapAll)))
 	}
+	if r.opts.Sources != nil {
+		// A new artifact of an AddonSource (or its loss) reconciles the add-ons that name
+		// it, found through the spec.sourceRef field index.
+		if err := mgr.GetFieldIndexer().IndexField(context.Background(), r.def.Prototype, SourceRefField,
+			func(o client.Object) []string { return sourceRefOf(o.(addonsv1alpha1.Addon)) }); err != nil {
+			return fmt.Errorf("indexing %s by %s: %w", r.gvk.Kind, SourceRefField, err)
+		}
+		b = b.WatchesRawSource(r.opts.Sources.watch(r.usersOf))
+	}
 	for _, obj := range r.opts.ReconcileAllOn {
 		b = b.Watches(obj, handler.EnqueueRequestsFromMapFunc(r.mapAll))
 	}
@@ -140,15 +149,26 @@ func (r *Reconciler) mapAll(ctx context.Context, _ client.Object) []reconcile.Re
 	return requests
 }
 
-// listAddons lists every add-on of this controller's kind from the cache (nil on error:
+// usersOf lists the add-ons of this controller's kind whose spec.sourceRef names the
+// AddonSource source.
+func (r *Reconciler) usersOf(ctx context.Context, source string) []reconcile.Request {
+	addons := r.listAddons(ctx, client.MatchingFields{SourceRefField: source})
+	requests := make([]reconcile.Request, 0, len(addons))
+	for _, a := range addons {
+		requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(a)})
+	}
+	return requests
+}
+
+// listAddons lists the add-ons of this controller's kind from the cache (nil on error:
 // it serves event mapping, which cannot report one).
-func (r *Reconciler) listAddons(ctx context.Context) []addonsv1alpha1.Addon {
+func (r *Reconciler) listAddons(ctx context.Context, opts ...client.ListOption) []addonsv1alpha1.Addon {
 	obj, err := r.scheme.New(r.gvk.GroupVersion().WithKind(r.gvk.Kind + "List"))
 	if err != nil {
 		return nil
 	}
 	list, ok := obj.(client.ObjectList)
-	if !ok || r.client.List(ctx, list) != nil {
+	if !ok || r.client.List(ctx, list, opts...) != nil {
 		return nil
 	}
 	items, err := meta.ExtractList(list)

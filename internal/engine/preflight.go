@@ -1,0 +1,105 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/discovery"
+
+	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	"github.com/kaddons/kaddons/internal/sources"
+)
+
+// OperatorIdentity is what the pre-flight checks compare a bundle's metadata with.
+type OperatorIdentity struct {
+	// ID is the operator's id (the configuration's operatorID); empty means
+	// sources.DefaultOperatorID.
+	ID string
+	// Version is the running operator's version (internal/version).
+	Version string
+	// KubernetesVersion returns the cluster's version, such as v1.34.1. Nil fails every
+	// bundle or package that names a Kubernetes range.
+	KubernetesVersion func(ctx context.Context) (string, error)
+}
+
+// preflight checks, before anything is rendered or applied, that the running operator
+// may apply the package: the source bundle's metadata (operator id, minimum operator
+// version, Kubernetes range), then the package version's own metadata.yaml, if it has
+// one. A refusal stops the add-on as Stalled with its own reason (OperatorMismatch,
+// OperatorTooOld, KubernetesVersionUnsupported); nothing is applied or pruned, so what
+// runs keeps running. The add-on is checked again when the source or the spec changes,
+// and after a while, since the cluster may be upgraded.
+func (r *Reconciler) preflight(ctx context.Context, st *reconcileState) outcome {
+	pkg, err := sources.ReadPackageMetadata(st.channels.FS(), st.resolved.Addon, st.resolved.Version)
+	if err != nil {
+		return stalled(addonsv1alpha1.ReasonRenderFailed, err)
+	}
+	checks := []struct {
+		what     string
+		metadata sources.Metadata
+	}{
+		{what: "AddonSource " + st.source.Name, metadata: st.source.Metadata},
+		{what: fmt.Sprintf("package %s/%s", st.resolved.Addon, st.resolved.Version), metadata: pkg},
+	}
+	for _, c := range checks {
+		if c.metadata == (sources.Metadata{}) {
+			continue
+		}
+		kubernetes := ""
+		if c.metadata.KubernetesVersions != "" {
+			if kubernetes, err = r.kubernetesVersion(ctx); err != nil {
+				return failed(addonsv1alpha1.ReasonPreflightFailed, fmt.Errorf("reading the cluster's Kubernetes version: %w", err))
+			}
+		}
+		if err := c.metadata.Check(r.opts.Operator.ID, r.opts.Operator.Version, kubernetes); err != nil {
+			reason := sources.ReasonOf(err)
+			switch reason {
+			case addonsv1alpha1.ReasonOperatorMismatch, addonsv1alpha1.ReasonOperatorTooOld,
+				addonsv1alpha1.ReasonKubernetesVersionUnsupported:
+			default:
+				reason = addonsv1alpha1.ReasonInvalidBundle
+			}
+			return refused(reason, c.what+": "+err.Error()).after(preflightRecheck)
+		}
+	}
+	return proceed()
+}
+
+// preflightRecheck is how often an add-on refused by a pre-flight check is checked
+// again: an upgrade of the cluster or the operator can lift the refusal without an event
+// on the add-on.
+const preflightRecheck = 10 * time.Minute
+
+// kubernetesVersion returns the cluster's version through Options.Operator.
+func (r *Reconciler) kubernetesVersion(ctx context.Context) (string, error) {
+	if r.opts.Operator.KubernetesVersion == nil {
+		return "", fmt.Errorf("this manager cannot read the cluster's version")
+	}
+	return r.opts.Operator.KubernetesVersion(ctx)
+}
+
+// ClusterVersion returns a KubernetesVersion function for OperatorIdentity that asks the
+// API server's discovery for its version at most once per ttl, shared by every add-on.
+// A failed request is not cached.
+func ClusterVersion(client discovery.ServerVersionInterface, ttl time.Duration) func(ctx context.Context) (string, error) {
+	var (
+		mu      sync.Mutex
+		version string
+		read    time.Time
+	)
+	return func(context.Context) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if version != "" && time.Since(read) < ttl {
+			return version, nil
+		}
+		info, err := client.ServerVersion()
+		if err != nil {
+			return "", err
+		}
+		version, read = info.GitVersion, time.Now()
+		return version, nil
+	}
+}

@@ -1,0 +1,209 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	"github.com/kaddons/kaddons/internal/channels"
+	"github.com/kaddons/kaddons/internal/sources"
+)
+
+// SourceRefField is the field index on every add-on kind that maps an AddonSource's name
+// to the add-ons whose spec.sourceRef names it.
+const SourceRefField = "spec.sourceRef"
+
+// SourceArtifact is the current artifact of one AddonSource, as add-ons use it.
+type SourceArtifact struct {
+	// Name is the AddonSource's name.
+	Name string
+	// Revision and Digest identify the artifact (sources.Artifact).
+	Revision string
+	Digest   string
+	// Metadata is the bundle's metadata, checked before anything is applied (pre-flight).
+	Metadata sources.Metadata
+	// Channels resolves and renders the artifact's packages. One Source exists per
+	// digest, shared by every add-on and every AddonSource with that digest, so a package
+	// is built once per revision.
+	Channels *channels.Source
+}
+
+// SourceRegistry holds the current artifact of every AddonSource. The AddonSource
+// controller puts each artifact it fetched and verified here; add-ons that name the
+// source in spec.sourceRef resolve their packages from it. An artifact stays until a
+// newer one replaces it or the AddonSource is deleted: a source that cannot be fetched
+// any more keeps serving the last good artifact. It is safe for concurrent use.
+type SourceRegistry struct {
+	defaultChannel string
+
+	mu       sync.Mutex
+	current  map[string]SourceArtifact
+	problems map[string]string
+	byDigest map[string]*channels.Source
+	subs     []*sourceSubscriber
+}
+
+// NewSourceRegistry returns an empty registry. defaultChannel is the channel of add-ons
+// that name neither a version nor a channel, unless the operator's settings name one.
+func NewSourceRegistry(defaultChannel string) *SourceRegistry {
+	return &SourceRegistry{defaultChannel: defaultChannel, current: map[string]SourceArtifact{},
+		problems: map[string]string{}, byDigest: map[string]*channels.Source{}}
+}
+
+// Set makes artifact the current one of the AddonSource name. It reports whether the
+// digest changed; when it did, every add-on that uses the source is reconciled.
+func (r *SourceRegistry) Set(name string, artifact *sources.Artifact) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.problems, name)
+	previous, had := r.current[name]
+	if had && previous.Digest == artifact.Digest && previous.Revision == artifact.Revision &&
+		previous.Metadata == artifact.Metadata {
+		return false
+	}
+	src, ok := r.byDigest[artifact.Digest]
+	if !ok {
+		src = channels.NewSource(artifact.Dir, r.defaultChannel)
+		r.byDigest[artifact.Digest] = src
+	}
+	r.current[name] = SourceArtifact{Name: name, Revision: artifact.Revision, Digest: artifact.Digest,
+		Metadata: artifact.Metadata, Channels: src}
+	if had {
+		r.release(previous.Digest)
+	}
+	r.notify(name)
+	return true
+}
+
+// Fail records why the AddonSource name has no artifact, for the add-ons that wait for
+// it. It does nothing when the source has one: add-ons keep using it.
+func (r *SourceRegistry) Fail(name, reason, message string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.current[name]; ok {
+		return
+	}
+	problem := reason + ": " + message
+	if r.problems[name] == problem {
+		return
+	}
+	r.problems[name] = problem
+	r.notify(name)
+}
+
+// Remove forgets the AddonSource name (it was deleted). Add-ons that use it stop with
+// SourceNotReady; nothing of them is pruned.
+func (r *SourceRegistry) Remove(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	previous, had := r.current[name]
+	_, failed := r.problems[name]
+	delete(r.current, name)
+	delete(r.problems, name)
+	if had {
+		r.release(previous.Digest)
+	}
+	if had || failed {
+		r.notify(name)
+	}
+}
+
+// Lookup returns the current artifact of the AddonSource name, or an error that says why
+// there is none.
+func (r *SourceRegistry) Lookup(name string) (SourceArtifact, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if a, ok := r.current[name]; ok {
+		return a, nil
+	}
+	if problem, ok := r.problems[name]; ok {
+		return SourceArtifact{}, fmt.Errorf("AddonSource %s has no artifact: %s", name, problem)
+	}
+	return SourceArtifact{}, fmt.Errorf("AddonSource %s does not exist or has not been fetched yet", name)
+}
+
+// release drops the channels Source of digest when no AddonSource uses it any more.
+// The caller holds r.mu.
+func (r *SourceRegistry) release(digest string) {
+	for _, a := range r.current {
+		if a.Digest == digest {
+			return
+		}
+	}
+	delete(r.byDigest, digest)
+}
+
+// sourceSubscriber collects the names of the sources that changed until its controller
+// handles them.
+type sourceSubscriber struct {
+	mu      sync.Mutex
+	pending map[string]struct{}
+	wake    chan struct{}
+}
+
+// notify tells every subscriber that name changed. The caller holds r.mu.
+func (r *SourceRegistry) notify(name string) {
+	for _, s := range r.subs {
+		s.mu.Lock()
+		s.pending[name] = struct{}{}
+		s.mu.Unlock()
+		select {
+		case s.wake <- struct{}{}:
+		default: // a wake-up is already pending; it will see name
+		}
+	}
+}
+
+// watch returns a controller source that, each time an AddonSource's artifact changes,
+// enqueues the requests mapFn returns for its name. No change is lost: names are
+// collected until the controller handles them.
+func (r *SourceRegistry) watch(mapFn func(ctx context.Context, name string) []reconcile.Request) source.Source {
+	sub := &sourceSubscriber{pending: map[string]struct{}{}, wake: make(chan struct{}, 1)}
+	r.mu.Lock()
+	r.subs = append(r.subs, sub)
+	r.mu.Unlock()
+	return source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-sub.wake:
+				}
+				sub.mu.Lock()
+				names := sub.pending
+				sub.pending = map[string]struct{}{}
+				sub.mu.Unlock()
+				for name := range names {
+					for _, req := range mapFn(ctx, name) {
+						q.Add(req)
+					}
+				}
+			}
+		}()
+		return nil
+	})
+}
+
+// sourceRefOf is the SourceRefField index function.
+func sourceRefOf(obj addonsv1alpha1.Addon) []string {
+	if ref := obj.GetAddonSpec().SourceRef; ref != "" {
+		return []string{ref}
+	}
+	return nil
+}
+
+// recordSource records in status the source whose manifests were just applied (or found
+// already in place): nil for the built-in packages.
+func recordSource(status *addonsv1alpha1.AddonStatus, src SourceArtifact) {
+	if src.Name == "" {
+		status.Source = nil
+		return
+	}
+	status.Source = &addonsv1alpha1.AppliedSource{Name: src.Name, Revision: src.Revision, Digest: src.Digest}
+}
