@@ -54,7 +54,7 @@ func crashAfterApply(t *testing.T, cr *addonsv1alpha1.CoreDNS) ([]addonsv1alpha1
 		getAddon(g, cr)
 		objects, err := crash.Render(ctx, cr)
 		g.Expect(err).NotTo(HaveOccurred())
-		refs = nil
+		refs = make([]addonsv1alpha1.ObjectReference, 0, len(objects.Items))
 		for _, o := range objects.Items {
 			u := o.UnstructuredObject()
 			gvk := u.GroupVersionKind()

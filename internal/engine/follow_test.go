@@ -30,7 +30,7 @@ func TestServiceAddress(t *testing.T) {
 	headless := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "headless"}, Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone}}
 	_, c := testReconciler(t, Options{}, svc, headless)
 	addon := coreDNS("a", "dns")
-	var inventory []addonsv1alpha1.ObjectReference
+	inventory := make([]addonsv1alpha1.ObjectReference, 0, 3)
 	for _, name := range []string{"kube-dns", "headless", "absent"} {
 		inventory = append(inventory, addonsv1alpha1.ObjectReference{Version: "v1", Kind: "Service", Namespace: "a", Name: name})
 	}
