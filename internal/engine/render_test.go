@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -10,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	"github.com/kaddons/kaddons/internal/channels"
 )
 
 func TestRenderCache(t *testing.T) {
@@ -73,5 +76,43 @@ func TestRenderReportsBadPatches(t *testing.T) {
 	out := r.render(context.Background(), st)
 	if out.class != classStalled || out.reason != addonsv1alpha1.ReasonPatchTargetNotFound {
 		t.Fatalf("render = %+v, want Stalled PatchTargetNotFound", out)
+	}
+}
+
+// TestRenderFailure: a package error from the channels source (a refused or oversized
+// package, a missing version) stops the reconcile before apply and prune, Stalled with
+// the source's reason and a terminal error, so that only a change of the spec or of the
+// package (the directory source's recheck) reconciles it again; any other error is a
+// retried RenderFailed.
+func TestRenderFailure(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		err      error
+		class    conditionClass
+		reason   string
+		terminal bool
+	}{
+		{name: "refused package", err: &channels.Error{Reason: addonsv1alpha1.ReasonPackageRefused,
+			Message: "package coredns/x: packages/coredns/x/link.yaml is a symbolic link"},
+			class: classStalled, reason: addonsv1alpha1.ReasonPackageRefused, terminal: true},
+		{name: "package too large", err: &channels.Error{Reason: addonsv1alpha1.ReasonPackageTooLarge,
+			Message: "package coredns/x: more than 512 files"},
+			class: classStalled, reason: addonsv1alpha1.ReasonPackageTooLarge, terminal: true},
+		{name: "wrapped package error", err: fmt.Errorf("rendering: %w", &channels.Error{
+			Reason: addonsv1alpha1.ReasonPackageRefused, Message: "package coredns/x: remote"}),
+			class: classStalled, reason: addonsv1alpha1.ReasonPackageRefused, terminal: true},
+		{name: "other error", err: errors.New("reading: input/output error"),
+			class: classFailed, reason: addonsv1alpha1.ReasonRenderFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := renderFailure(tc.err, "CoreDNS", "x")
+			if !out.stop || out.class != tc.class || out.reason != tc.reason || out.terminal != tc.terminal {
+				t.Fatalf("renderFailure = %+v, want class %v, reason %s, terminal %v", out, tc.class, tc.reason, tc.terminal)
+			}
+			var ce *channels.Error
+			if errors.As(tc.err, &ce) && !strings.Contains(out.message, ce.Message) {
+				t.Errorf("message %q does not carry the package error %q", out.message, ce.Message)
+			}
+		})
 	}
 }
