@@ -88,11 +88,11 @@ func TestBootstrapFlux(t *testing.T) {
 	g.Expect(coreReady.ObservedGeneration).To(Equal(cr.Generation))
 	g.Expect(ready.LastTransitionTime.Time).NotTo(BeTemporally("<", coreReady.LastTransitionTime.Time),
 		"the Kustomization turned Ready before CoreDNS did")
-	g.Eventually(func(g Gomega) { expectNotReadyThenReady(g, recorder, cr.Generation, addonsv1alpha1.ReasonChildrenNotReady) }).
-		WithTimeout(readyTimeout).WithPolling(poll).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		expectNotReadyThenReady(g, recorder, cr.Generation, addonsv1alpha1.ReasonChildrenNotReady)
+	}).WithTimeout(readyTimeout).WithPolling(poll).Should(Succeed())
 	expectRolledOut(g, getDeployment(g, ns), 1)
-	install := getUnstructured(g, fluxKustomization, ns, "kaddons")
-	g.Expect(meta.IsStatusConditionTrue(conditionsOf(install), "Ready")).To(BeTrue(), "the install's Kustomization is not Ready")
+	waitKustomization(t, ns, "kaddons", first, metav1.ConditionTrue)
 	logf("Flux applied the install and CoreDNS %s, Ready, in %s", oldVersion, time.Since(start).Round(time.Second))
 
 	// An unknown version: kaddons stalls the add-on, kstatus reads Failed, the health check

@@ -72,7 +72,8 @@ func toolDir(t *testing.T, bundle string) string {
 	return dir
 }
 
-// toolProcess is one of the real tools' controllers, run on this machine.
+// toolProcess is one of the real tools' controllers, run on this machine, until its test
+// ends.
 type toolProcess struct {
 	name, logPath string
 	cmd           *exec.Cmd
@@ -82,7 +83,7 @@ type toolProcess struct {
 // startTool runs binary with args and KUBECONFIG=kubeconfig, logging to <work>/<name>.log,
 // waits until http://127.0.0.1:<healthPort>/readyz answers 200, and stops it with t. Its
 // log's tail goes into t's output if t fails.
-func startTool(t *testing.T, name, binary, kubeconfig string, healthPort int, args ...string) *toolProcess {
+func startTool(t *testing.T, name, binary, kubeconfig string, healthPort int, args ...string) {
 	t.Helper()
 	p := &toolProcess{name: name, logPath: filepath.Join(workDir, name+".log"), done: make(chan struct{})}
 	logFile, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -123,7 +124,7 @@ func startTool(t *testing.T, name, binary, kubeconfig string, healthPort int, ar
 		if resp, err := httpClient.Get(url); err == nil {
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return p
+				return
 			}
 		}
 		if time.Now().After(deadline) {
