@@ -18,8 +18,9 @@ import (
 const shippedDir = "../../channels"
 
 // FuzzParseChannel feeds arbitrary channel files to ParseChannel. A file is either refused
-// or parsed into entries that all have a name and a version, each name once (KDP would
-// match an unnamed entry to every add-on), and that read back unchanged once written.
+// or parsed into entries that all have a valid name and version (so that no entry can
+// name a folder outside its add-on's packages), each name once (KDP would match an
+// unnamed entry to every add-on), and that read back unchanged once written.
 func FuzzParseChannel(f *testing.F) {
 	for _, name := range []string{"stable", "rapid"} {
 		data, err := os.ReadFile(filepath.Join(shippedDir, name))
@@ -34,6 +35,8 @@ func FuzzParseChannel(f *testing.F) {
 		"manifests:\n- name: coredns\n  version: 1.0.0\n- name: coredns\n  version: 2.0.0\n",
 		"manifests:\n- name: coredns\n  version: 1.0.0\n  image: x\n",
 		"manifests:\n- name: coredns\n  version: ../../etc\n",
+		"manifests:\n- name: CoreDNS\n  version: 1.0.0\n",
+		"manifests:\n- name: coredns\n  version: 1.0/x\n",
 		"manifests: []\n",
 		"{}",
 	} {
@@ -52,6 +55,10 @@ func FuzzParseChannel(f *testing.F) {
 		for i, e := range ch.Manifests {
 			if e.Name == "" || e.Version == "" {
 				t.Fatalf("manifests[%d] = %+v was accepted without a name or a version", i, e)
+			}
+			if !validAddon.MatchString(e.Name) || !validVersion(e.Version) ||
+				strings.ContainsAny(e.Name+e.Version, "/\\") || strings.Contains(e.Version, "..") {
+				t.Fatalf("manifests[%d] = %+v was accepted with an invalid name or version", i, e)
 			}
 			if seen[e.Name] {
 				t.Fatalf("manifests[%d] lists %s a second time and was accepted", i, e.Name)
@@ -112,6 +119,9 @@ func FuzzRender(f *testing.F) {
 		{renderHeader + "resources:\n- /etc/passwd\n", ""},
 		{renderHeader + "resources:\n- https://github.com/kubernetes-sigs/kustomize//examples/helloWorld?ref=v5.0.0\n", ""},
 		{renderHeader + "resources:\n- https://example.com/manifests.yaml\n", ""},
+		{renderHeader + "resources:\n- git@github.com:org/repo.git\n", ""},
+		{renderHeader + "transformers:\n- |\n  apiVersion: builtin\n  kind: PatchTransformer\n  metadata:\n    name: p\n  path: https://example.com/p.yaml\n", ""},
+		{renderHeader + "configMapGenerator:\n- name: g\n  files:\n  - manifests.yaml\n", "data"},
 		{renderHeader + "resources:\n- missing.yaml\n", ""},
 		{listManifests, "apiVersion: v1\nkind: List\nitems:\n- " + strings.ReplaceAll(configMap, "\n", "\n  ")},
 		{"resources: [manifests.yaml]\n", "kind: ConfigMap\n"},
