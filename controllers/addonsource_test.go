@@ -144,7 +144,7 @@ func TestAddonSource(t *testing.T) {
 	rev2 := &sources.Artifact{Revision: "rev2", Digest: "sha256:" + repeat("2"), Dir: channelsTree(t, newVersion)}
 
 	// Before the source has an artifact, an add-on that names it waits: nothing applied.
-	var addons []*addonsv1alpha1.CoreDNS
+	addons := make([]*addonsv1alpha1.CoreDNS, 0, 2)
 	for _, ns := range []string{nsA, nsB} {
 		cr := &addonsv1alpha1.CoreDNS{ObjectMeta: metav1.ObjectMeta{Name: "coredns", Namespace: ns}}
 		cr.Spec.Channel = "stable"

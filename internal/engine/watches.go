@@ -150,9 +150,9 @@ func (r *Reconciler) mapAll(ctx context.Context, _ client.Object) []reconcile.Re
 }
 
 // usersOf lists the add-ons of this controller's kind whose spec.sourceRef names the
-// AddonSource source.
-func (r *Reconciler) usersOf(ctx context.Context, source string) []reconcile.Request {
-	addons := r.listAddons(ctx, client.MatchingFields{SourceRefField: source})
+// AddonSource name.
+func (r *Reconciler) usersOf(ctx context.Context, name string) []reconcile.Request {
+	addons := r.listAddons(ctx, client.MatchingFields{SourceRefField: name})
 	requests := make([]reconcile.Request, 0, len(addons))
 	for _, a := range addons {
 		requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(a)})
