@@ -80,6 +80,7 @@ func (p *PolicyChecker) Permit(ctx context.Context, req engine.PermitRequest) (s
 		HasPatches:      len(req.Addon.PatchSpec().Patches) > 0,
 		PatchKinds:      req.PatchKinds,
 		FreeFormFields:  req.FreeFormFields,
+		Source:          req.Source,
 	})
 	if d.Permitted {
 		return "", nil

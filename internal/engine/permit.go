@@ -38,6 +38,9 @@ type PermitRequest struct {
 	// FreeFormFields are the paths of the definition's free-form fields (besides
 	// spec.patches) that the add-on sets, such as spec.corefile.
 	FreeFormFields []string
+	// Source is the AddonSource the add-on names in spec.sourceRef; empty for the
+	// built-in packages.
+	Source string
 }
 
 // PermitFunc decides whether an add-on may be applied. It returns a message naming the
@@ -92,6 +95,7 @@ func (r *Reconciler) permitRequest(st *reconcileState) (PermitRequest, error) {
 		TargetNamespace: r.def.TargetNamespace(st.addon),
 		PatchKinds:      kinds,
 		FreeFormFields:  freeForm,
+		Source:          st.addon.GetAddonSpec().SourceRef,
 	}, nil
 }
 

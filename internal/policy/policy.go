@@ -53,9 +53,12 @@ type Request struct {
 	// FreeFormFields are the paths of the free-form fields the add-on sets besides
 	// spec.patches, such as spec.corefile.
 	FreeFormFields []string
+	// Source is the AddonSource the add-on names in spec.sourceRef; empty for the packages
+	// built into the operator.
+	Source string
 }
 
-// Any in a rule's targetNamespaces or freeFormFields allows every value.
+// Any in a rule's targetNamespaces, freeFormFields or sources allows every value.
 const Any = "*"
 
 // Decision is the outcome of Evaluate.
@@ -172,7 +175,22 @@ func (r *rule) violations(req Request) []string {
 	if v := freeFormViolation(r.spec.FreeFormFields, req.FreeFormFields); v != "" {
 		broken = append(broken, v)
 	}
+	if v := sourceViolation(r.spec.Sources, req.Source); v != "" {
+		broken = append(broken, v)
+	}
 	return broken
+}
+
+// sourceViolation returns why the rule's sources do not allow the AddonSource the add-on
+// names, or "" when they do. The built-in packages (no source) are always allowed.
+func sourceViolation(allowed []string, source string) string {
+	if source == "" || slices.Contains(allowed, Any) || slices.Contains(allowed, source) {
+		return ""
+	}
+	if len(allowed) == 0 {
+		return fmt.Sprintf("AddonSource %s (allowed: only the built-in packages)", source)
+	}
+	return fmt.Sprintf("AddonSource %s (allowed: %s and the built-in packages)", source, strings.Join(allowed, ", "))
 }
 
 // targetViolation returns why the rule's targetNamespaces do not allow the add-on's target

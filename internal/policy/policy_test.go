@@ -548,6 +548,42 @@ func TestEvaluate(t *testing.T) {
 			req:  request(func(r *Request) { r.FreeFormFields = []string{"spec.corefile", "spec.config"} }),
 			want: permitted,
 		},
+
+		// Sources.
+		{
+			name:     "the built-in packages are always allowed",
+			policies: []configv1alpha1.AddonPolicy{policy("tenants", teamDNS)},
+			req:      request(func(r *Request) { r.Source = "" }),
+			want:     permitted,
+		},
+		{
+			name:     "an AddonSource without sources",
+			policies: []configv1alpha1.AddonPolicy{policy("tenants", teamDNS)},
+			req:      request(func(r *Request) { r.Source = "platform" }),
+			want:     Decision{Rule: teamDNSRule, Message: deniedByTeamDNS + "AddonSource platform (allowed: only the built-in packages)"},
+		},
+		{
+			name: "a listed AddonSource",
+			policies: []configv1alpha1.AddonPolicy{policy("tenants",
+				withRule(func(r *configv1alpha1.AddonPolicyRule) { r.Sources = []string{"mirror", "platform"} }))},
+			req:  request(func(r *Request) { r.Source = "platform" }),
+			want: permitted,
+		},
+		{
+			name: "an AddonSource outside the list",
+			policies: []configv1alpha1.AddonPolicy{policy("tenants",
+				withRule(func(r *configv1alpha1.AddonPolicyRule) { r.Sources = []string{"platform"} }))},
+			req: request(func(r *Request) { r.Source = "someone-elses" }),
+			want: Decision{Rule: teamDNSRule, Message: deniedByTeamDNS +
+				"AddonSource someone-elses (allowed: platform and the built-in packages)"},
+		},
+		{
+			name: "* allows every AddonSource",
+			policies: []configv1alpha1.AddonPolicy{policy("tenants",
+				withRule(func(r *configv1alpha1.AddonPolicyRule) { r.Sources = []string{"*"} }))},
+			req:  request(func(r *Request) { r.Source = "anything" }),
+			want: permitted,
+		},
 		{
 			name:     "every input at once",
 			policies: []configv1alpha1.AddonPolicy{policy("tenants", deploymentPatches)},

@@ -119,6 +119,17 @@ type AddonPolicyRule struct {
 	// +kubebuilder:validation:items:Pattern=`^(\*|spec(\.[A-Za-z][A-Za-z0-9]*)+)$`
 	// +optional
 	FreeFormFields []string `json:"freeFormFields,omitempty"`
+
+	// sources lists the AddonSources the add-ons may name in spec.sourceRef. The packages
+	// built into the operator (no spec.sourceRef) are always allowed. Empty means no
+	// AddonSource; "*" allows every one.
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^(\*|[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)$`
+	// +optional
+	Sources []string `json:"sources,omitempty"`
 }
 
 // AddonPolicyStatus is the observed state of an AddonPolicy.
