@@ -37,7 +37,7 @@ func TestFaultManagerKilled(t *testing.T) {
 	decoys := plantDecoys(t, run.namespaces[0])
 	rng := rand.New(rand.NewPCG(20, 26))
 
-	run.createAddons(t, run.namespaces[:3], newVersion, 1)
+	run.createAddons(t, run.namespaces[:3], newVersion)
 	run.expectAllReady(t, 3)
 	created := 3
 
@@ -66,7 +66,7 @@ func TestFaultManagerKilled(t *testing.T) {
 			mu.Lock()
 			target, writes = ns, 0
 			mu.Unlock()
-			run.createAddons(t, []string{ns}, version, 1)
+			run.createAddons(t, []string{ns}, version)
 		} else {
 			ns = run.namespaces[rng.IntN(created)]
 			cr := getCoreDNS(g, ns)
@@ -130,7 +130,7 @@ func TestFaultDeletedWhileManagerDown(t *testing.T) {
 	run := newFaultRun(t, "down", 2)
 	deleted, bystander := run.namespaces[0], run.namespaces[1]
 	decoys := plantDecoys(t, deleted)
-	run.createAddons(t, run.namespaces, newVersion, 1)
+	run.createAddons(t, run.namespaces, newVersion)
 	run.expectAllReady(t, 2)
 	cr := getCoreDNS(g, deleted)
 	inventory := cr.Status.Inventory.Objects()
@@ -192,7 +192,7 @@ func TestFaultForeignFinalizer(t *testing.T) {
 	run := newFaultRun(t, "finalizer", 2)
 	held := run.namespaces[0]
 	decoys := plantDecoys(t, held)
-	run.createAddons(t, run.namespaces, newVersion, 1)
+	run.createAddons(t, run.namespaces, newVersion)
 	run.expectAllReady(t, 2)
 	inventory := getCoreDNS(g, held).Status.Inventory.Objects()
 

@@ -75,7 +75,7 @@ func TestFaultLeaderFailover(t *testing.T) {
 			leader, follower, leaderProxy = b, a, proxyB
 		}
 	}).WithTimeout(time.Minute).WithPolling(poll).Should(Succeed())
-	run.createAddons(t, run.namespaces[:1], newVersion, 1)
+	run.createAddons(t, run.namespaces[:1], newVersion)
 	run.expectAllReady(t, 1)
 	old := getLease(g, leaseID)
 	oldHolder := *old.Spec.HolderIdentity
@@ -120,7 +120,7 @@ func TestFaultLeaderFailover(t *testing.T) {
 	cutAt := time.Now()
 	t.Logf("cut %s off from its Lease", leader.name)
 	// Work for whoever leads: a new add-on, and drift on the first one every second.
-	run.createAddons(t, run.namespaces[1:], newVersion, 1)
+	run.createAddons(t, run.namespaces[1:], newVersion)
 	driftDone := make(chan struct{})
 	go func() {
 		defer close(driftDone)

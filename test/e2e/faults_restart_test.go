@@ -60,7 +60,7 @@ func testControlPlaneRestart(t *testing.T, component string, dependents bool) {
 		}
 	})
 	start := time.Now()
-	run.createAddons(t, run.namespaces, newVersion, 1)
+	run.createAddons(t, run.namespaces, newVersion)
 	select {
 	case <-reached:
 	case <-time.After(readyTimeout):
@@ -88,7 +88,7 @@ func testControlPlaneRestart(t *testing.T, component string, dependents bool) {
 	_, err := kubectl("scale", "deployment/"+coreDNSName, "-n", drifted, "--replicas=3")
 	g.Expect(err).NotTo(HaveOccurred())
 
-	items := run.expectAllReady(t, restartAddons)
+	run.expectAllReady(t, restartAddons)
 	t.Logf("all %d add-ons Ready %s after the start", restartAddons, time.Since(start).Round(time.Second))
 	g.Eventually(func(g Gomega) {
 		d := getDeployment(g, drifted)
@@ -100,7 +100,7 @@ func testControlPlaneRestart(t *testing.T, component string, dependents bool) {
 	}
 	g.Expect(corrected).To(BeTrue(), "the manager did not write the drifted Deployment after the restart")
 
-	items = run.expectAllReady(t, restartAddons)
+	items := run.expectAllReady(t, restartAddons)
 	counts := writesPerChild(g, items, proxy.writesSince(start))
 	g.Expect(counts).To(HaveLen(restartAddons * coreDNSChildren))
 	histogram := map[int]int{}

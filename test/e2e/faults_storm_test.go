@@ -84,8 +84,8 @@ func TestFaultProxyStorm(t *testing.T) {
 	upgrading, changed, created := run.namespaces[0], run.namespaces[1:3], run.namespaces[6:]
 	decoys := plantDecoys(t, upgrading)
 
-	run.createAddons(t, []string{upgrading}, extraVersion, 1)
-	run.createAddons(t, run.namespaces[1:6], newVersion, 1)
+	run.createAddons(t, []string{upgrading}, extraVersion)
+	run.createAddons(t, run.namespaces[1:6], newVersion)
 	run.expectAllReady(t, 6)
 	extra := objectRef{gvk: corev1.SchemeGroupVersion.WithKind("ConfigMap"), namespace: upgrading, name: extraObject}
 	extraUID := uidOf(g, extra)
@@ -108,7 +108,7 @@ func TestFaultProxyStorm(t *testing.T) {
 		_, err := kubectl("patch", "coredns/"+coreDNSName, "-n", ns, "--type=merge", "-p", `{"spec":{"replicas":2}}`)
 		g.Expect(err).NotTo(HaveOccurred())
 	}
-	run.createAddons(t, created, newVersion, 1)
+	run.createAddons(t, created, newVersion)
 	time.Sleep(stormErrorPhase)
 
 	proxy.setErrorRate(0)
@@ -193,7 +193,7 @@ func TestFaultTransientErrors(t *testing.T) {
 		}
 		return faultNone
 	})
-	run.createAddons(t, []string{ns}, newVersion, 1)
+	run.createAddons(t, []string{ns}, newVersion)
 
 	for _, f := range []struct {
 		fault fault

@@ -92,8 +92,8 @@ func newFaultRun(t *testing.T, prefix string, n int) *faultRun {
 	return run
 }
 
-// addonManifest is a CoreDNS add-on in ns, labelled for the run.
-func (run *faultRun) addonManifest(ns, version string, replicas int) string {
+// addonManifest is a CoreDNS add-on in ns with one replica, labelled for the run.
+func (run *faultRun) addonManifest(ns, version string) string {
 	return fmt.Sprintf(`apiVersion: addons.kaddons.dev/v1alpha1
 kind: CoreDNS
 metadata:
@@ -103,16 +103,17 @@ metadata:
     %s: %s
 spec:
   version: %q
-  replicas: %d
-`, ns, labelFaultRun, run.id, version, replicas)
+  replicas: 1
+`, ns, labelFaultRun, run.id, version)
 }
 
-// createAddons applies one CoreDNS per namespace of namespaces, with one kubectl call.
-func (run *faultRun) createAddons(t *testing.T, namespaces []string, version string, replicas int) {
+// createAddons applies one CoreDNS (one replica) per namespace of namespaces, with one
+// kubectl call.
+func (run *faultRun) createAddons(t *testing.T, namespaces []string, version string) {
 	t.Helper()
 	docs := make([]string, 0, len(namespaces))
 	for _, ns := range namespaces {
-		docs = append(docs, run.addonManifest(ns, version, replicas))
+		docs = append(docs, run.addonManifest(ns, version))
 	}
 	if _, err := kubectlIn(strings.Join(docs, "---\n"), "apply", "-f", "-"); err != nil {
 		t.Fatalf("creating add-ons: %v", err)
