@@ -259,3 +259,41 @@ func setUpgradeTimeout(t *testing.T, cr *addonsv1alpha1.CoreDNS, timeout string)
 
 // repeat returns 64 copies of the hex digit s: a digest for a fake artifact.
 func repeat(s string) string { return strings.Repeat(s, 64) }
+
+// TestAddonSourceValidation: the API server refuses an AddonSource that sets no kind or
+// two, an https source without its digest, and a git path that leaves the repository.
+func TestAddonSourceValidation(t *testing.T) {
+	dir := &addonsv1alpha1.DirectorySource{Path: "/srv/channels"}
+	oci := &addonsv1alpha1.OCISource{URL: "registry.example.com/b:v1"}
+	for _, tc := range []struct {
+		name    string
+		spec    addonsv1alpha1.AddonSourceSpec
+		wantErr string
+	}{
+		{name: "directory", spec: addonsv1alpha1.AddonSourceSpec{Directory: dir}},
+		{name: "none", wantErr: "set exactly one of oci, git, https and directory"},
+		{name: "two", spec: addonsv1alpha1.AddonSourceSpec{Directory: dir, OCI: oci}, wantErr: "set exactly one of oci, git, https and directory"},
+		{name: "https without sha256", spec: addonsv1alpha1.AddonSourceSpec{HTTPS: &addonsv1alpha1.HTTPSSource{URL: "https://h/c.tar.gz"}},
+			wantErr: "spec.https.sha256"},
+		{name: "plain http", spec: addonsv1alpha1.AddonSourceSpec{HTTPS: &addonsv1alpha1.HTTPSSource{URL: "http://h/c.tar.gz",
+			SHA256: strings.Repeat("a", 64)}}, wantErr: "url must be an https:// URL"},
+		{name: "git path outside the repository", spec: addonsv1alpha1.AddonSourceSpec{Git: &addonsv1alpha1.GitSource{URL: "https://h/r",
+			Path: "channels/../../etc"}}, wantErr: "path must be relative and stay inside the repository"},
+		{name: "relative directory", spec: addonsv1alpha1.AddonSourceSpec{Directory: &addonsv1alpha1.DirectorySource{Path: "srv"}},
+			wantErr: "path must be absolute"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := &addonsv1alpha1.AddonSource{ObjectMeta: metav1.ObjectMeta{GenerateName: "validation-"}, Spec: tc.spec}
+			err := k8sClient.Create(context.Background(), src)
+			if err == nil {
+				t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), src) })
+			}
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("error = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}
