@@ -13,6 +13,10 @@ tool (
 // github.com/fluxcd/pkg/artifact v0.18.3; v0.18.0, the release it patches, stands in.
 replace github.com/fluxcd/pkg/artifact v0.18.3 => github.com/fluxcd/pkg/artifact v0.18.0
 
+// source-controller's own go.mod replaces go-digest with this commit (BLAKE3 support,
+// which go-digest/blake3 needs); a dependency's replace does not reach this module.
+replace github.com/opencontainers/go-digest => github.com/opencontainers/go-digest v1.0.1-0.20220411205349-bde1400a84be
+
 require (
 	cel.dev/expr v0.25.2 // indirect
 	cloud.google.com/go v0.123.0 // indirect
@@ -392,4 +396,11 @@ require (
 	sigs.k8s.io/release-utils v0.12.4 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.0 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
+)
+
+// kustomize-controller's own go.mod pins these.
+replace (
+	gopkg.in/yaml.v3 => gopkg.in/yaml.v3 v3.0.1
+	sigs.k8s.io/kustomize/api => sigs.k8s.io/kustomize/api v0.21.1
+	sigs.k8s.io/kustomize/kyaml => sigs.k8s.io/kustomize/kyaml v0.21.1
 )
