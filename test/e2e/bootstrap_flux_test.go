@@ -146,11 +146,15 @@ func startFlux(t *testing.T, flux string) {
 		t.Fatal(err)
 	}
 	storage := "127.0.0.1:" + strconv.Itoa(ports[0])
+	artifacts := filepath.Join(workDir, "flux-artifacts")
+	if err := os.MkdirAll(artifacts, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	startTool(t, "source-controller", filepath.Join(flux, "source-controller"), adminKubeconfig, ports[1],
 		"--enable-leader-election=false",
 		"--health-addr=127.0.0.1:"+strconv.Itoa(ports[1]),
 		"--metrics-addr=127.0.0.1:"+strconv.Itoa(ports[2]),
-		"--storage-path="+filepath.Join(workDir, "flux-artifacts"),
+		"--storage-path="+artifacts,
 		"--storage-addr="+storage,
 		"--storage-adv-addr="+storage,
 	)
