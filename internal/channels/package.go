@@ -321,54 +321,18 @@ func checkKustomization(key, file string, k *types.Kustomization) error {
 		return check(field, entry)
 	}
 
-	for _, list := range []struct {
-		field   string
-		entries []string
-	}{
-		{"resources", k.Resources}, {"bases", k.Bases}, {"components", k.Components},
-		{"crds", k.Crds}, {"configurations", k.Configurations},
-	} {
+	for _, list := range pathFields(k) {
 		for _, ref := range list.entries {
 			if err := check(list.field, ref); err != nil {
 				return err
 			}
 		}
 	}
-	for _, list := range []struct {
-		field   string
-		entries []string
-	}{
-		{"generators", k.Generators}, {"transformers", k.Transformers}, {"validators", k.Validators},
-	} {
+	for _, list := range inlineFields(k) {
 		for _, entry := range list.entries {
 			if err := inlineOrPath(list.field, entry); err != nil {
 				return err
 			}
-		}
-	}
-	for _, p := range k.PatchesStrategicMerge {
-		if err := inlineOrPath("patchesStrategicMerge", string(p)); err != nil {
-			return err
-		}
-	}
-	for _, p := range k.Patches {
-		if err := check("patches", p.Path); err != nil {
-			return err
-		}
-	}
-	for _, p := range k.PatchesJson6902 {
-		if err := check("patchesJson6902", p.Path); err != nil {
-			return err
-		}
-	}
-	for _, r := range k.Replacements {
-		if err := check("replacements", r.Path); err != nil {
-			return err
-		}
-	}
-	if p, ok := k.OpenAPI["path"]; ok {
-		if err := check("openapi", p); err != nil {
-			return err
 		}
 	}
 	for field, generators := range map[string][]types.GeneratorArgs{
@@ -383,6 +347,53 @@ func checkKustomization(key, file string, k *types.Kustomization) error {
 		}
 	}
 	return nil
+}
+
+// fieldEntries is one field of a kustomization and the entries it names.
+type fieldEntries struct {
+	field   string
+	entries []string
+}
+
+// pathFields returns every field of k whose entries kustomize loads as paths. The
+// deprecated fields are included: kustomize still loads them.
+func pathFields(k *types.Kustomization) []fieldEntries {
+	fields := []fieldEntries{
+		{"resources", k.Resources},
+		{"bases", k.Bases}, //nolint:staticcheck // deprecated, but kustomize still loads it
+		{"components", k.Components},
+		{"crds", k.Crds},
+		{"configurations", k.Configurations},
+	}
+	patches := fieldEntries{field: "patches"}
+	for _, p := range k.Patches {
+		patches.entries = append(patches.entries, p.Path)
+	}
+	json6902 := fieldEntries{field: "patchesJson6902"}
+	for _, p := range k.PatchesJson6902 { //nolint:staticcheck // deprecated, but kustomize still loads it
+		json6902.entries = append(json6902.entries, p.Path)
+	}
+	replacements := fieldEntries{field: "replacements"}
+	for _, r := range k.Replacements {
+		replacements.entries = append(replacements.entries, r.Path)
+	}
+	fields = append(fields, patches, json6902, replacements)
+	if p, ok := k.OpenAPI["path"]; ok {
+		fields = append(fields, fieldEntries{"openapi", []string{p}})
+	}
+	return fields
+}
+
+// inlineFields returns every field of k whose entries kustomize reads as inline YAML
+// when they decode as such, and as paths otherwise.
+func inlineFields(k *types.Kustomization) []fieldEntries {
+	smp := fieldEntries{field: "patchesStrategicMerge"}
+	for _, p := range k.PatchesStrategicMerge { //nolint:staticcheck // deprecated, but kustomize still loads it
+		smp.entries = append(smp.entries, string(p))
+	}
+	return []fieldEntries{
+		{"generators", k.Generators}, {"transformers", k.Transformers}, {"validators", k.Validators}, smp,
+	}
 }
 
 // configMapArgs returns the generator arguments of ConfigMap generators.

@@ -72,7 +72,7 @@ func TestBootstrapFlux(t *testing.T) {
 	sync := fluxSync(t, ns, server.HTTPAddress()+"/kaddons/platform.git", "./clusters/e2e")
 	t.Cleanup(func() { deleteFluxObjects(t, ns) })
 	dumpFluxOnFailure(t, ns)
-	recorder := recordReady(t, ns, coreDNSName)
+	recorder := recordReady(t, ns)
 	start := time.Now()
 	_, err = kubectlIn(sync, "apply", "--server-side", "-f", "-")
 	g.Expect(err).NotTo(HaveOccurred())

@@ -42,7 +42,7 @@ func TestSampleCreateReady(t *testing.T) {
 		}
 	})
 	dumpOnFailure(t)
-	recorder := recordReady(t, ns, coreDNSName)
+	recorder := recordReady(t, ns)
 
 	_, err := kubectl("apply", "-f", sample)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -113,7 +113,7 @@ func TestUpgrade(t *testing.T) {
 	before := getDeployment(g, ns)
 	g.Expect(containerImage(before)).To(Equal(coreDNSImage + oldVersion))
 
-	recorder := recordReady(t, ns, coreDNSName)
+	recorder := recordReady(t, ns)
 	_, err = kubectl("patch", "coredns/"+coreDNSName, "-n", ns, "--type=merge",
 		"-p", fmt.Sprintf(`{"spec":{"version":%q}}`, newVersion))
 	g.Expect(err).NotTo(HaveOccurred())

@@ -323,9 +323,10 @@ type readyRecorder struct {
 	seen   []readyObservation
 }
 
-// recordReady starts recording the Ready condition of CoreDNS ns/name, which need not
-// exist yet. The recording stops with t.
-func recordReady(t *testing.T, ns, name string) *readyRecorder {
+// recordReady starts recording the Ready condition of the CoreDNS named coreDNSName in
+// ns, which need not exist yet. The recording stops with t.
+func recordReady(t *testing.T, ns string) *readyRecorder {
+	name := coreDNSName
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &readyRecorder{cancel: cancel, done: make(chan struct{})}
 	started := make(chan struct{})

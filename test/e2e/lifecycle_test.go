@@ -34,7 +34,7 @@ func TestUpgradeRollback(t *testing.T) {
 	cr := expectReady(t, ns)
 	g.Expect(cr.Status.LastHealthyVersion).To(Equal(newVersion))
 
-	recorder := recordReady(t, ns, coreDNSName)
+	recorder := recordReady(t, ns)
 	_, err = kubectl("patch", "coredns/"+coreDNSName, "-n", ns, "--type=merge",
 		"-p", fmt.Sprintf(`{"spec":{"version":%q,"upgrade":{"timeout":"15s"}}}`, unreadyVersion))
 	g.Expect(err).NotTo(HaveOccurred())

@@ -66,13 +66,12 @@ func TestOCISource(t *testing.T) {
 	g.Expect(k8sClient.Create(ctx, keys)).To(Succeed())
 	t.Cleanup(func() { _ = k8sClient.Delete(ctx, keys) })
 
-	newSource := func(name, url string) *addonsv1alpha1.AddonSource {
+	newSource := func(name, url string) {
 		src := &addonsv1alpha1.AddonSource{ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: addonsv1alpha1.AddonSourceSpec{OCI: &addonsv1alpha1.OCISource{URL: url, Insecure: true,
 				Verify: &addonsv1alpha1.OCIVerification{SecretRef: addonsv1alpha1.LocalSecretReference{Name: keys.Name}}}}}
 		g.Expect(k8sClient.Create(ctx, src)).To(Succeed())
 		t.Cleanup(func() { _ = k8sClient.Delete(ctx, src) })
-		return src
 	}
 	waitSource := func(name, reason string) *addonsv1alpha1.AddonSource {
 		src := &addonsv1alpha1.AddonSource{}
