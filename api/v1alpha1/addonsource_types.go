@@ -242,6 +242,9 @@ type AddonSource struct {
 	// +required
 	Spec AddonSourceSpec `json:"spec"`
 	// status is the observed state of the source.
+	// Until the operator first writes it, it reads observedGeneration 0: health checks
+	// that follow kstatus (Flux, Argo CD, kpt) take the object as not yet reconciled.
+	// +kubebuilder:default={observedGeneration: 0}
 	// +optional
 	Status AddonSourceStatus `json:"status,omitempty"`
 }

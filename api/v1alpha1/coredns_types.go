@@ -82,6 +82,9 @@ type CoreDNS struct {
 	// +optional
 	Spec CoreDNSSpec `json:"spec,omitempty"`
 	// status is the observed state of CoreDNS.
+	// Until the operator first writes it, it reads observedGeneration 0: health checks
+	// that follow kstatus (Flux, Argo CD, kpt) take the object as not yet reconciled.
+	// +kubebuilder:default={observedGeneration: 0, healthy: false}
 	// +optional
 	Status CoreDNSStatus `json:"status,omitempty"`
 }

@@ -58,6 +58,9 @@ type Dashboard struct {
 	// +optional
 	Spec DashboardSpec `json:"spec,omitempty"`
 	// status is the observed state of the Dashboard.
+	// Until the operator first writes it, it reads observedGeneration 0: health checks
+	// that follow kstatus (Flux, Argo CD, kpt) take the object as not yet reconciled.
+	// +kubebuilder:default={observedGeneration: 0, healthy: false}
 	// +optional
 	Status DashboardStatus `json:"status,omitempty"`
 }

@@ -75,6 +75,9 @@ type MetricsServer struct {
 	// +optional
 	Spec MetricsServerSpec `json:"spec,omitempty"`
 	// status is the observed state of metrics-server.
+	// Until the operator first writes it, it reads observedGeneration 0: health checks
+	// that follow kstatus (Flux, Argo CD, kpt) take the object as not yet reconciled.
+	// +kubebuilder:default={observedGeneration: 0, healthy: false}
 	// +optional
 	Status MetricsServerStatus `json:"status,omitempty"`
 }

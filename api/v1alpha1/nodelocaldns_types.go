@@ -89,6 +89,9 @@ type NodeLocalDNS struct {
 	// +optional
 	Spec NodeLocalDNSSpec `json:"spec,omitempty"`
 	// status is the observed state of NodeLocal DNSCache.
+	// Until the operator first writes it, it reads observedGeneration 0: health checks
+	// that follow kstatus (Flux, Argo CD, kpt) take the object as not yet reconciled.
+	// +kubebuilder:default={observedGeneration: 0, healthy: false}
 	// +optional
 	Status NodeLocalDNSStatus `json:"status,omitempty"`
 }

@@ -166,6 +166,9 @@ type AddonPolicy struct {
 	// +required
 	Spec AddonPolicySpec `json:"spec"`
 	// status is the observed state of the policy.
+	// Until the operator first writes it, it reads observedGeneration 0: health checks
+	// that follow kstatus (Flux, Argo CD, kpt) take the object as not yet reconciled.
+	// +kubebuilder:default={observedGeneration: 0}
 	// +optional
 	Status AddonPolicyStatus `json:"status,omitempty"`
 }

@@ -136,6 +136,9 @@ type OperatorConfig struct {
 	// +optional
 	Spec OperatorConfigSpec `json:"spec,omitempty"`
 	// status reports the settings in force.
+	// Until the operator first writes it, it reads observedGeneration 0: health checks
+	// that follow kstatus (Flux, Argo CD, kpt) take the object as not yet reconciled.
+	// +kubebuilder:default={observedGeneration: 0}
 	// +optional
 	Status OperatorConfigStatus `json:"status,omitempty"`
 }
