@@ -75,8 +75,8 @@ type OCIVerification struct {
 	SecretRef LocalSecretReference `json:"secretRef"`
 
 	// required refuses a bundle without a signature that verifies against one of the
-	// keys. false turns verification off (the keys must still exist), for a migration
-	// window only. Defaults to true.
+	// keys. false also accepts a bundle that has no signature at all, for a migration
+	// window only; a signature that is there must still verify. Defaults to true.
 	// +optional
 	Required *bool `json:"required,omitempty"`
 }

@@ -79,9 +79,9 @@ func Request(ctx context.Context, reader client.Reader, namespace string, src *a
 				return req, invalid("Secret %s/%s holds no public key (a key whose name ends in %s)",
 					namespace, v.SecretRef.Name, KeyPublicKeySuffix)
 			}
-			if v.Required == nil || *v.Required {
-				req.Verify = &sources.Verification{PublicKeys: keys}
-			}
+			// required: false still verifies every signature that is there; it only
+			// lets through a bundle that has none.
+			req.Verify = &sources.Verification{PublicKeys: keys, AllowUnsigned: v.Required != nil && !*v.Required}
 		}
 	case spec.Git != nil:
 		req.Kind, req.URL, req.Path = sources.KindGit, spec.Git.URL, spec.Git.Path

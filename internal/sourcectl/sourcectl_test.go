@@ -53,9 +53,10 @@ func TestRequest(t *testing.T) {
 			URL: "registry.example.com/b:v1", Verify: &addonsv1alpha1.OCIVerification{SecretRef: *ref("keys")}}},
 			want: sources.Request{Kind: sources.KindOCI, URL: "registry.example.com/b:v1", Timeout: DefaultTimeout,
 				Verify: &sources.Verification{PublicKeys: [][]byte{[]byte("A"), []byte("B")}}}},
-		{name: "verification turned off", spec: addonsv1alpha1.AddonSourceSpec{OCI: &addonsv1alpha1.OCISource{
+		{name: "verification not required: unsigned bundles pass, signatures still checked", spec: addonsv1alpha1.AddonSourceSpec{OCI: &addonsv1alpha1.OCISource{
 			URL: "r/b:v1", Insecure: true, Verify: &addonsv1alpha1.OCIVerification{SecretRef: *ref("keys"), Required: ptr.To(false)}}},
-			want: sources.Request{Kind: sources.KindOCI, URL: "r/b:v1", Timeout: DefaultTimeout, Auth: sources.Auth{Insecure: true}}},
+			want: sources.Request{Kind: sources.KindOCI, URL: "r/b:v1", Timeout: DefaultTimeout, Auth: sources.Auth{Insecure: true},
+				Verify: &sources.Verification{PublicKeys: [][]byte{[]byte("A"), []byte("B")}, AllowUnsigned: true}}},
 		{name: "a key Secret without keys", spec: addonsv1alpha1.AddonSourceSpec{OCI: &addonsv1alpha1.OCISource{
 			URL: "r/b:v1", Verify: &addonsv1alpha1.OCIVerification{SecretRef: *ref("nokeys")}}},
 			wantReason: sources.ReasonInvalidSource},
