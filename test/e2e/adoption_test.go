@@ -48,6 +48,17 @@ func TestAdoptKubeadmCoreDNS(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		return out
 	}
+	// Let kube-controller-manager write the Deployment's status first: its first write adds
+	// its own field manager, which must not count as a change.
+	g.Eventually(func(g Gomega) {
+		out, err := kubectl("get", "-n", ns, "deployment/coredns", "-o",
+			`jsonpath={.metadata.generation}={.status.observedGeneration}|{range .metadata.managedFields[*]}{.manager},{end}`)
+		g.Expect(err).NotTo(HaveOccurred())
+		generations, managers, _ := strings.Cut(out, "|")
+		generation, observed, _ := strings.Cut(generations, "=")
+		g.Expect(observed).To(Equal(generation), "the Deployment's status is not written yet")
+		g.Expect(managers).To(ContainSubstring("kube-controller-manager,"))
+	}).WithTimeout(readyTimeout).WithPolling(poll).Should(Succeed())
 	kinds := []string{"deployment/coredns", "configmap/coredns", "service/kube-dns", "serviceaccount/coredns"}
 	before := map[string]string{}
 	for _, kind := range kinds {
