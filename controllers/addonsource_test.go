@@ -19,10 +19,12 @@ import (
 )
 
 // fakeFetcher serves, per directory path, the artifact (or the error) a test sets: the
-// tests decide when a source has a new revision or goes down.
+// tests decide when a source has a new revision or goes down. A URL a test delegates is
+// fetched by the fetcher it names instead (a real one, against a loopback server).
 type fakeFetcher struct {
-	mu      sync.Mutex
-	results map[string]fakeResult
+	mu        sync.Mutex
+	results   map[string]fakeResult
+	delegates map[string]sources.Fetcher
 }
 
 type fakeResult struct {
@@ -30,11 +32,17 @@ type fakeResult struct {
 	err      error
 }
 
-func newFakeFetcher() *fakeFetcher { return &fakeFetcher{results: map[string]fakeResult{}} }
+func newFakeFetcher() *fakeFetcher {
+	return &fakeFetcher{results: map[string]fakeResult{}, delegates: map[string]sources.Fetcher{}}
+}
 
 // Fetch implements sources.Fetcher.
-func (f *fakeFetcher) Fetch(_ context.Context, req sources.Request) (*sources.Artifact, error) {
+func (f *fakeFetcher) Fetch(ctx context.Context, req sources.Request) (*sources.Artifact, error) {
 	f.mu.Lock()
+	if d, ok := f.delegates[req.URL]; ok {
+		f.mu.Unlock()
+		return d.Fetch(ctx, req)
+	}
 	defer f.mu.Unlock()
 	r, ok := f.results[req.URL]
 	if !ok {
@@ -45,6 +53,19 @@ func (f *fakeFetcher) Fetch(_ context.Context, req sources.Request) (*sources.Ar
 	}
 	a := *r.artifact
 	return &a, nil
+}
+
+// delegate has fetcher fetch url, until the test ends.
+func (f *fakeFetcher) delegate(t *testing.T, url string, fetcher sources.Fetcher) {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.delegates[url] = fetcher
+	t.Cleanup(func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		delete(f.delegates, url)
+	})
 }
 
 func (f *fakeFetcher) serve(url string, artifact *sources.Artifact, err error) {
