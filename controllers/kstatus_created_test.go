@@ -9,8 +9,8 @@ import (
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
-	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	configv1alpha1 "github.com/kaddons/kaddons/api/config/v1alpha1"
+	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 )
 
 // TestNewObjectsAreNotCurrentForKstatus creates every kind kaddons reports on and reads
@@ -24,8 +24,9 @@ func TestNewObjectsAreNotCurrentForKstatus(t *testing.T) {
 		gvk  schema.GroupVersionKind
 		spec map[string]any
 	}
-	var objects []object
-	for _, def := range Definitions() {
+	defs := Definitions()
+	objects := make([]object, 0, len(defs)+2)
+	for _, def := range defs {
 		gvk, err := apiutil.GVKForObject(def.Prototype, testScheme)
 		if err != nil {
 			t.Fatal(err)
