@@ -23,7 +23,7 @@ import (
 )
 
 // Caps on one package (packages/<addon>/<version>/ and its folders). A package that
-// exceeds one is refused with ReasonPackageTooLarge, before kustomize runs or, for the
+// exceeds one is refused with ReasonPackageTooLarge, before it is built or, for the
 // objects it renders, before anything is applied. The largest shipped package, the
 // Dashboard's, has 15 files, 11 KiB and 16 objects; large real add-ons (a monitoring
 // stack with its CRDs) have a few hundred objects and stay below 4 MiB.
@@ -32,14 +32,29 @@ const (
 	MaxPackageBytes = 8 << 20
 	// MaxPackageFiles caps the number of files in a package, counting every folder.
 	MaxPackageFiles = 512
-	// MaxPackageObjects caps the YAML documents of a package's files (its kustomizations
-	// aside; the items of a List count one each) and the objects it renders. kustomize's
-	// build time grows faster than the square of the object count (about 1 s for 1000
-	// ConfigMaps, 15 s for 2000, minutes for 5000 on a busy two-core node), so the
-	// documents are counted before the build.
+	// MaxPackageObjects caps the YAML documents of a package that kustomize builds (its
+	// kustomizations aside; the items of a List count one each) and the objects it
+	// renders. kustomize's build time grows faster than the square of the object count
+	// (about 1 s for 1000 ConfigMaps, 15 s for 2000, minutes for 5000 on a busy two-core
+	// node), so the documents are counted before the build.
 	MaxPackageObjects = 1000
+	// MaxPlainPackageObjects caps the YAML documents and objects of a plain package, one
+	// whose kustomization only lists its resource files (see plainResources). Such a
+	// package is built without kustomize, in linear time, so its cap is the most objects
+	// an add-on's inventory holds.
+	MaxPlainPackageObjects = addonsv1alpha1.MaxInventoryObjects
 	// maxPackageDepth caps how deeply a package's folders nest.
 	maxPackageDepth = 16
+)
+
+// kustomizeCap and plainCap say, in a PackageTooLarge message, which object cap applies
+// and why.
+var (
+	kustomizeCap = fmt.Sprintf("the cap on the objects of a package that kustomize builds, whose build time "+
+		"grows faster than the square of the object count; a package whose kustomization.yaml holds nothing "+
+		"but a resources list of its files may hold up to %d", MaxPlainPackageObjects)
+	plainCap = "the cap on the objects of a plain package, whose kustomization.yaml only lists its files: " +
+		"the most objects an add-on's inventory holds"
 )
 
 // packageFile is one regular file of a package: its slash-separated path inside the

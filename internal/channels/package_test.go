@@ -170,16 +170,23 @@ func TestRenderRefusals(t *testing.T) {
 				}
 			},
 			reason: addonsv1alpha1.ReasonPackageTooLarge, message: fmt.Sprintf("more than %d files", MaxPackageFiles)},
-		{name: "objects cap", files: map[string]string{
-			"kustomization.yaml": kustomization + "resources:\n- configmaps.yaml\n",
+		{name: "objects cap of a kustomize build", files: map[string]string{
+			"kustomization.yaml": kustomization + "namespace: demo\nresources:\n- configmaps.yaml\n",
 			"configmaps.yaml":    configMaps(MaxPackageObjects + 1)},
-			reason:  addonsv1alpha1.ReasonPackageTooLarge,
-			message: fmt.Sprintf("holds %d YAML documents, more than %d", MaxPackageObjects+1, MaxPackageObjects)},
-		{name: "objects cap in a List", files: map[string]string{
-			"kustomization.yaml": kustomization + "resources:\n- list.yaml\n",
+			reason: addonsv1alpha1.ReasonPackageTooLarge,
+			message: fmt.Sprintf("holds %d YAML documents, more than %d (the cap on the objects of a package that kustomize builds",
+				MaxPackageObjects+1, MaxPackageObjects)},
+		{name: "objects cap of a kustomize build in a List", files: map[string]string{
+			"kustomization.yaml": kustomization + "commonLabels:\n  app: demo\nresources:\n- list.yaml\n",
 			"list.yaml":          "apiVersion: v1\nkind: List\nitems:\n" + strings.Repeat("- {apiVersion: v1, kind: ConfigMap, metadata: {name: x}}\n", MaxPackageObjects+1)},
 			reason:  addonsv1alpha1.ReasonPackageTooLarge,
 			message: fmt.Sprintf("holds %d YAML documents", MaxPackageObjects+1)},
+		{name: "objects cap of a plain package", files: map[string]string{
+			"kustomization.yaml": kustomization + "resources:\n- configmaps.yaml\n",
+			"configmaps.yaml":    configMaps(MaxPlainPackageObjects + 1)},
+			reason: addonsv1alpha1.ReasonPackageTooLarge,
+			message: fmt.Sprintf("holds %d YAML documents, more than %d (the cap on the objects of a plain package",
+				MaxPlainPackageObjects+1, MaxPlainPackageObjects)},
 		{name: "objects cap after generators", files: map[string]string{
 			"kustomization.yaml": kustomization + "resources:\n- configmaps.yaml\nconfigMapGenerator:\n- name: a\n  literals: [k=v]\n- name: b\n  literals: [k=v]\n",
 			"configmaps.yaml":    configMaps(MaxPackageObjects - 1)},

@@ -1,5 +1,6 @@
 // Package channels resolves add-on versions from channel files and renders the matching
-// packages with kustomize.
+// packages: with kustomize, or, for a plain package whose kustomization only lists its
+// resource files, without it, to the same objects (see plainResources).
 //
 // A source is a file system (the channels embedded in the manager binary, or a directory
 // on disk) laid out as
@@ -29,6 +30,7 @@ import (
 
 	addonv1alpha1 "sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/addon/pkg/apis/v1alpha1"
 	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/api/resource"
 	"sigs.k8s.io/yaml"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
@@ -284,12 +286,17 @@ func packageDir(addon, version string) string {
 	return path.Join("packages", addon, version)
 }
 
-// Render builds the package of r with kustomize and returns the YAML stream. The result is
-// cached until a file of the package changes.
+// Render builds the package of r and returns the YAML stream. The result is cached until
+// a file of the package changes.
 //
-// kustomize runs on an in-memory copy of packages/<addon>/<version>/ alone, on disk or
-// embedded alike, after readPackage and checkReferences have refused symbolic links,
-// references outside the package (another version included) and packages over the caps.
+// readPackage and checkReferences first refuse symbolic links, references outside the
+// package (another version included) and packages over the byte and file caps; the
+// YAML documents are then counted against the object cap that applies. A plain package
+// (a kustomization that only lists resource files, see plainResources) is built by
+// renderPlain into what kustomize would build, in linear time, and may hold up to
+// MaxPlainPackageObjects objects; any other package is built by kustomize on an
+// in-memory copy of packages/<addon>/<version>/ alone, on disk or embedded alike, and
+// may hold up to MaxPackageObjects.
 func (s *Source) Render(r Resolved) (string, error) {
 	if !validAddon.MatchString(r.Addon) || !validVersion(r.Version) {
 		return "", errorf(addonsv1alpha1.ReasonVersionNotFound, nil, "%s has no version %q", r.Addon, r.Version)
@@ -315,24 +322,37 @@ func (s *Source) Render(r Resolved) (string, error) {
 	if err := checkReferences(key, files); err != nil {
 		return "", err
 	}
-	if n := countDocuments(files); n > MaxPackageObjects {
-		return "", tooLargef(key, "holds %d YAML documents, more than %d (the cap on a package's objects)", n, MaxPackageObjects)
+	plain, isPlain := plainResources(files)
+	limit, capOf := MaxPackageObjects, kustomizeCap
+	if isPlain {
+		limit, capOf = MaxPlainPackageObjects, plainCap
 	}
-	mem, err := memoryFS(dir, files)
-	if err != nil {
-		return "", errorf(addonsv1alpha1.ReasonRenderFailed, err, "reading package %s", key)
+	if n := countDocuments(files); n > limit {
+		return "", tooLargef(key, "holds %d YAML documents, more than %d (%s)", n, limit, capOf)
 	}
-	resMap, err := krusty.MakeKustomizer(renderOptions()).Run(mem, "/"+dir)
-	if err != nil {
-		return "", errorf(addonsv1alpha1.ReasonRenderFailed, err, "building package %s", key)
+	var objects []*resource.Resource
+	if isPlain {
+		if objects, err = renderPlain(key, files, plain); err != nil {
+			return "", err
+		}
+	} else {
+		mem, err := memoryFS(dir, files)
+		if err != nil {
+			return "", errorf(addonsv1alpha1.ReasonRenderFailed, err, "reading package %s", key)
+		}
+		resMap, err := krusty.MakeKustomizer(renderOptions()).Run(mem, "/"+dir)
+		if err != nil {
+			return "", errorf(addonsv1alpha1.ReasonRenderFailed, err, "building package %s", key)
+		}
+		objects = resMap.Resources()
 	}
-	if n := resMap.Size(); n > MaxPackageObjects {
-		return "", tooLargef(key, "renders %d objects, more than %d (the cap on a package's objects)", n, MaxPackageObjects)
+	if n := len(objects); n > limit {
+		return "", tooLargef(key, "renders %d objects, more than %d (%s)", n, limit, capOf)
 	}
-	if err := checkObjects(resMap); err != nil {
+	if err := checkObjects(objects); err != nil {
 		return "", errorf(addonsv1alpha1.ReasonRenderFailed, err, "package %s renders an object that cannot be applied", key)
 	}
-	out, err := resMap.AsYaml()
+	out, err := encodeResources(objects)
 	if err != nil {
 		return "", errorf(addonsv1alpha1.ReasonRenderFailed, err, "encoding package %s", key)
 	}
