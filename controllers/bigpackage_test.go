@@ -3,51 +3,59 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative/pkg/manifest"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	"github.com/kaddons/kaddons/internal/channels"
 	"github.com/kaddons/kaddons/internal/engine"
 )
 
-// bigPackageObjects is the size of the rendered set the test applies.
+// bigPackageObjects is the number of objects the big package renders.
 const bigPackageObjects = 5000
 
-// withConfigMaps is a transform that adds ConfigMaps to the rendered CoreDNS package until
-// it holds total objects. The channels cap a package at channels.MaxPackageObjects
-// documents, because kustomize's build time grows faster than the square of the object
-// count; the engine, the inventory and the API server see the same 5000 objects either way.
-func withConfigMaps(total int) engine.ObjectTransform {
-	return func(_ context.Context, _ engine.RenderInput, objects *engine.Objects) error {
-		for i := len(objects.Items); i < total; i++ {
-			u := &unstructured.Unstructured{}
-			u.SetAPIVersion("v1")
-			u.SetKind("ConfigMap")
-			u.SetName(fmt.Sprintf("big-%05d", i))
-			if err := unstructured.SetNestedStringMap(u.Object, map[string]string{"index": fmt.Sprint(i)}, "data"); err != nil {
-				return err
-			}
-			o, err := manifest.NewObject(u)
-			if err != nil {
-				return err
-			}
-			objects.Items = append(objects.Items, o)
-		}
-		return nil
+// bigPackageTree writes a channels tree whose stable channel lists a CoreDNS package of
+// total objects: the CoreDNS package at version, plus ConfigMaps big-<index> up to total,
+// listed in one more resources file. Its kustomization stays plain (nothing but a
+// resources list), so the channels build it without kustomize, up to
+// channels.MaxPlainPackageObjects; kustomize would refuse it over
+// channels.MaxPackageObjects.
+func bigPackageTree(t *testing.T, version string, total int) string {
+	t.Helper()
+	g := NewWithT(t)
+	dir := t.TempDir()
+	pkg := filepath.Join(dir, "packages", "coredns", version)
+	g.Expect(os.CopyFS(pkg, os.DirFS(filepath.Join(source.Dir(), "packages", "coredns", version)))).To(Succeed())
+	g.Expect(os.WriteFile(filepath.Join(dir, "stable"),
+		[]byte("manifests:\n- name: coredns\n  version: "+version+"\n"), 0o644)).To(Succeed())
+
+	rendered, err := source.Render(channels.Resolved{Addon: "coredns", Version: version})
+	g.Expect(err).NotTo(HaveOccurred())
+	var b strings.Builder
+	for i := strings.Count(rendered, "\n---\n") + 1; i < total; i++ {
+		fmt.Fprintf(&b, "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: big-%05d\ndata:\n  index: \"%d\"\n", i, i)
 	}
+	g.Expect(os.WriteFile(filepath.Join(pkg, "configmaps.yaml"), []byte(b.String()), 0o644)).To(Succeed())
+	k, err := os.ReadFile(filepath.Join(pkg, "kustomization.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(k)).To(HaveSuffix("\n- poddisruptionbudget.yaml\n"), "the resources list ends the kustomization")
+	g.Expect(os.WriteFile(filepath.Join(pkg, "kustomization.yaml"), append(k, "- configmaps.yaml\n"...), 0o644)).To(Succeed())
+	return dir
 }
 
-// TestBigPackageAppliesAndDeletesCleanly applies a CoreDNS whose rendered set holds 5000
-// objects, and deletes it: the inventory lists all of them compactly, and the deletion
-// removes every one and releases the finalizer.
+// TestBigPackageAppliesAndDeletesCleanly applies a CoreDNS whose package holds 5000
+// objects, five times what a kustomize build may hold, and deletes it: the inventory
+// lists all of them compactly, and the deletion removes every one and releases the
+// finalizer.
 func TestBigPackageAppliesAndDeletesCleanly(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -56,9 +64,8 @@ func TestBigPackageAppliesAndDeletesCleanly(t *testing.T) {
 	paused := running
 	paused.PausedKinds = []string{"CoreDNS"}
 	withSettings(t, paused) // the suite's CoreDNS controller must not apply the usual package over it
-	def := CoreDNSDefinition()
-	def.Transforms = append(def.Transforms, withConfigMaps(bigPackageObjects))
-	big, err := engine.NewWithClients(def, engine.Options{Source: source, Settings: engine.NewSettingsStore(running)},
+	bigSource := channels.NewSource(bigPackageTree(t, newVersion, bigPackageObjects), channels.DefaultChannel)
+	big, err := engine.NewWithClients(CoreDNSDefinition(), engine.Options{Source: bigSource, Settings: engine.NewSettingsStore(running)},
 		engine.Clients{Client: testMgr.GetClient(), Reader: testMgr.GetAPIReader(), Scheme: testMgr.GetScheme(),
 			Mapper: testMgr.GetRESTMapper(), Recorder: testMgr.GetEventRecorder("big-package-test")})
 	g.Expect(err).NotTo(HaveOccurred())
