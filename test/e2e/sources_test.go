@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -57,7 +58,8 @@ func TestOCISource(t *testing.T) {
 	g.Expect(digest).To(MatchRegexp(`^sha256:[0-9a-f]{64}$`))
 	unsigned := push(host + "/kaddons/e2e:unsigned")
 
-	ctx, cancel := background()
+	// The test waits for several things in turn, longer than one background() allows.
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	pub, err := os.ReadFile(pubKey)
 	g.Expect(err).NotTo(HaveOccurred())
