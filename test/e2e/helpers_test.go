@@ -36,6 +36,9 @@ import (
 const (
 	readyTimeout  = 5 * time.Minute
 	deleteTimeout = 3 * time.Minute
+	// crdDeleteTimeout bounds the deletion of CRDs, which kube-apiserver's CRD finalizer
+	// can stall for minutes (see TestInstaller).
+	crdDeleteTimeout = 15 * time.Minute
 	poll          = 500 * time.Millisecond
 )
 
