@@ -39,7 +39,7 @@ const (
 	// crdDeleteTimeout bounds the deletion of CRDs, which kube-apiserver's CRD finalizer
 	// can stall for minutes (see TestInstaller).
 	crdDeleteTimeout = 15 * time.Minute
-	poll          = 500 * time.Millisecond
+	poll             = 500 * time.Millisecond
 )
 
 // The labels kaddons puts on every child (controllers/engine/labels.go).
