@@ -28,6 +28,7 @@ type results struct {
 	options  options
 	render   []renderResult
 	runs     []run
+	oci      []ociRun
 	// failures lists the runs that did not complete.
 	failures []string
 }
@@ -49,6 +50,9 @@ func runBench(ctx context.Context, o options) error {
 	} else {
 		defer func() { _ = os.RemoveAll(work) }()
 	}
+	if o.kaddonsConfig, err = writeKaddonsConfig(work); err != nil {
+		return err
+	}
 	if o.manager == "" {
 		if o.manager, err = buildManager(ctx, repo, work); err != nil {
 			return err
@@ -56,6 +60,13 @@ func runBench(ctx context.Context, o options) error {
 	}
 
 	res := &results{started: time.Now(), options: o, machine: readMachine(), versions: readVersions(ctx, repo)}
+	if o.onlyOCI {
+		for _, n := range o.sizes {
+			res.measureOCI(ctx, o, n, work)
+		}
+		res.duration = time.Since(res.started)
+		return res.write(o)
+	}
 	if !o.skipRender {
 		if res.render, err = runRender(ctx, o, work); err != nil {
 			return err
@@ -73,6 +84,9 @@ func runBench(ctx context.Context, o options) error {
 	if o.unrelated > 0 && slices.Contains(o.impls, implKaddons) {
 		im, _ := implByName(implKaddons)
 		res.measure(ctx, o, im, slices.Max(o.sizes), o.unrelated, false, work)
+	}
+	if o.oci && ctx.Err() == nil {
+		res.measureOCI(ctx, o, slices.Max(o.sizes), work)
 	}
 	res.duration = time.Since(res.started)
 	return res.write(o)
@@ -129,6 +143,25 @@ func repoRoot(dir string) (string, error) {
 		return "", fmt.Errorf("-repo %s is not the kaddons repository (no go.mod for github.com/kaddons/kaddons)", abs)
 	}
 	return abs, nil
+}
+
+// kaddonsConfig trusts every namespace: the bench measures a cluster where only cluster
+// admins create add-ons, so kaddons applies them with its own identity, as stock KDP
+// does, and no AddonPolicy is needed for the bench's namespaces.
+const kaddonsConfig = `apiVersion: config.kaddons.dev/v1beta1
+kind: OperatorConfiguration
+runtime:
+  tenancy:
+    trustedNamespaces: ["*"]
+`
+
+// writeKaddonsConfig writes kaddonsConfig into work and returns its path.
+func writeKaddonsConfig(work string) (string, error) {
+	path := filepath.Join(work, "kaddons-config.yaml")
+	if err := os.WriteFile(path, []byte(kaddonsConfig), 0o600); err != nil {
+		return "", fmt.Errorf("writing the kaddons configuration: %w", err)
+	}
+	return path, nil
 }
 
 // buildManager builds the kaddons manager from repo the way the Dockerfile does.

@@ -26,12 +26,17 @@ type impl struct {
 	command func(p procPaths) (string, []string)
 	// applied reports whether an add-on reports the applied version for its generation.
 	applied func(u *unstructured.Unstructured) bool
+	// spec is every add-on's spec; nil is an empty spec (the default channel's version
+	// from the operator's own packages).
+	spec map[string]any
 }
 
 // procPaths are what an operator process needs from the bench.
 type procPaths struct {
 	repo, manager, metricsAddr string
-	stockConcurrency           int
+	// kaddonsConfig is the kaddons manager's configuration file.
+	kaddonsConfig    string
+	stockConcurrency int
 	// kaddonsFlags are extra flags for the kaddons manager.
 	kaddonsFlags []string
 }
@@ -59,6 +64,7 @@ var impls = []impl{
 				"--channels", filepath.Join(p.repo, "channels"),
 				"--metrics-bind-address", p.metricsAddr, "--metrics-secure=false",
 				"--health-probe-bind-address=0",
+				"--config", p.kaddonsConfig,
 			}, p.kaddonsFlags...)
 			return p.manager, args
 		},
@@ -132,14 +138,14 @@ func stockApplied(u *unstructured.Unstructured) bool {
 	return observed == u.GetGeneration()
 }
 
-// newAddon returns add-on number i of kind, in its own namespace, with the default
-// channel's version.
+// newAddon returns add-on number i of kind, in its own namespace, with the
+// implementation's spec.
 func (im impl) newAddon(namespace, name string) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(im.gvr.GroupVersion().WithKind(im.kind))
 	u.SetNamespace(namespace)
 	u.SetName(name)
-	u.Object["spec"] = map[string]any{}
+	u.Object["spec"] = withSpec(im.spec)
 	return u
 }
 

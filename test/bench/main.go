@@ -49,7 +49,10 @@ type options struct {
 	timeout          time.Duration
 	stockConcurrency int
 	skipRender       bool
-	keep             bool
+	oci, onlyOCI     bool
+	// kaddonsConfig is the configuration file runBench writes for the kaddons manager.
+	kaddonsConfig string
+	keep          bool
 
 	// Stock role.
 	stock stockOptions
@@ -75,6 +78,8 @@ func main() {
 	fs.IntVar(&o.stockConcurrency, "stock-concurrency", 1,
 		"MaxConcurrentReconciles of the stock reconciler (1, the controller-runtime default the KDP guestbook example runs with).")
 	fs.BoolVar(&o.skipRender, "skip-render", false, "Skip the render micro-benchmarks.")
+	fs.BoolVar(&o.oci, "oci", true, "Also run kaddons with every add-on on one OCI AddonSource at the largest N, counting the bundle's pulls.")
+	fs.BoolVar(&o.onlyOCI, "only-oci", false, "Run only the one-OCI-source scenario, at every -n size.")
 	fs.BoolVar(&o.keep, "keep", false, "Keep the work directory (operator logs, request traces, kubeconfigs) after the run.")
 	o.stock.bindFlags(fs)
 	_ = fs.Parse(os.Args[1:]) // ExitOnError

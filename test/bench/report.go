@@ -49,6 +49,7 @@ type reportData struct {
 	Targets                 []string
 	Create, NoOp, Restart   [][]string
 	Drift, Memory, Render   [][]string
+	OCI                     [][]string
 	Failures                []string
 }
 
@@ -106,6 +107,7 @@ func (res *results) data(targets []string) reportData {
 	for _, r := range res.runs {
 		res.addRows(&d, r)
 	}
+	d.OCI = res.ociRows()
 	d.Render = [][]string{{"Render path", "ns/op", "allocs/op", "B/op"}}
 	for _, r := range res.render {
 		d.Render = append(d.Render, []string{r.name, fmt.Sprint(r.nsPerOp), fmt.Sprint(r.allocsPerOp), fmt.Sprint(r.bytesPerOp)})
@@ -147,13 +149,20 @@ func (res *results) addRows(d *reportData, r run) {
 		fmt.Sprintf("%.0f", dr.server.etcdWrites), summarizeWrites(dr.writes)})
 }
 
-// targets evaluates the targets of issue 7 as PASS or MISS lines.
+// targets evaluates the targets of issue 7, and issue 16's one pull per OCI source, as
+// PASS or MISS lines.
 func (res *results) targets() []string {
-	out := make([]string, 0, 8)
+	if res.options.onlyOCI {
+		return []string{res.ociTarget()}
+	}
+	out := make([]string, 0, 9)
 	out = append(out, res.noOpTargets()...)
 	out = append(out, res.speedTargets()...)
 	out = append(out, res.scaleTargets()...)
 	out = append(out, res.driftTarget())
+	if res.options.oci {
+		out = append(out, res.ociTarget())
+	}
 	return out
 }
 
@@ -318,6 +327,12 @@ func commandLine(o options) string {
 	s := fmt.Sprintf("bench -n %s -unrelated %d -stock-concurrency %d", joinInts(o.sizes), o.unrelated, o.stockConcurrency)
 	if len(o.kaddonsFlags) > 0 {
 		s += fmt.Sprintf(" -kaddons-flags %q", strings.Join(o.kaddonsFlags, " "))
+	}
+	switch {
+	case o.onlyOCI:
+		s += " -only-oci"
+	case !o.oci:
+		s += " -oci=false"
 	}
 	return s
 }

@@ -85,7 +85,8 @@ type scenario struct {
 // operator, then the create phase and, when full, the steady-state phases.
 func measure(ctx context.Context, o options, im impl, n, unrelated int, full bool, work string) (r run, err error) {
 	s := &scenario{o: o, im: im, size: n, unrelated: unrelated, work: work,
-		paths: procPaths{repo: o.repo, manager: o.manager, stockConcurrency: o.stockConcurrency, kaddonsFlags: o.kaddonsFlags}}
+		paths: procPaths{repo: o.repo, manager: o.manager, stockConcurrency: o.stockConcurrency, kaddonsFlags: o.kaddonsFlags,
+			kaddonsConfig: o.kaddonsConfig}}
 	defer func() { err = errors.Join(err, s.close()) }()
 	r = run{impl: im, n: n, unrelated: unrelated, full: full}
 
