@@ -14,9 +14,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/registry"
 	. "github.com/onsi/gomega"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/internal/sources"
@@ -190,14 +188,5 @@ func TestOCISourceOnePull(t *testing.T) {
 // digest, and returns it.
 func waitSourceDigest(t *testing.T, src *addonsv1alpha1.AddonSource, digest string) *addonsv1alpha1.AddonSource {
 	t.Helper()
-	got := &addonsv1alpha1.AddonSource{}
-	NewWithT(t).Eventually(func(g Gomega) {
-		g.Expect(k8sClient.Get(context.Background(), client.ObjectKeyFromObject(src), got)).To(Succeed())
-		ready := meta.FindStatusCondition(got.Status.Conditions, addonsv1alpha1.ConditionReady)
-		g.Expect(ready).NotTo(BeNil())
-		g.Expect(ready.ObservedGeneration).To(Equal(got.Generation))
-		g.Expect(ready.Reason).To(Equal(addonsv1alpha1.ReasonFetched), "Ready: %s", ready.Message)
-		g.Expect(got.Status.Digest).To(Equal(digest))
-	}).WithTimeout(time.Minute).WithPolling(pollInterval).Should(Succeed())
-	return got
+	return waitSourceWith(t, src, addonsv1alpha1.ReasonFetched, digest)
 }

@@ -117,6 +117,13 @@ func refetch(t *testing.T, src *addonsv1alpha1.AddonSource, timeout string) {
 // and returns the source.
 func waitSource(t *testing.T, src *addonsv1alpha1.AddonSource, reason string) *addonsv1alpha1.AddonSource {
 	t.Helper()
+	return waitSourceWith(t, src, reason, "")
+}
+
+// waitSourceWith waits until the AddonSource's Ready condition has reason for its
+// generation and, unless digest is empty, its status that digest; it returns the source.
+func waitSourceWith(t *testing.T, src *addonsv1alpha1.AddonSource, reason, digest string) *addonsv1alpha1.AddonSource {
+	t.Helper()
 	got := &addonsv1alpha1.AddonSource{}
 	NewWithT(t).Eventually(func(g Gomega) {
 		g.Expect(k8sClient.Get(context.Background(), client.ObjectKeyFromObject(src), got)).To(Succeed())
@@ -124,6 +131,9 @@ func waitSource(t *testing.T, src *addonsv1alpha1.AddonSource, reason string) *a
 		g.Expect(ready).NotTo(BeNil())
 		g.Expect(ready.ObservedGeneration).To(Equal(got.Generation))
 		g.Expect(ready.Reason).To(Equal(reason), "Ready: %s", ready.Message)
+		if digest != "" {
+			g.Expect(got.Status.Digest).To(Equal(digest))
+		}
 	}).WithTimeout(eventuallyTimeout).WithPolling(pollInterval).Should(Succeed())
 	return got
 }

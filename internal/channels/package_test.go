@@ -254,11 +254,7 @@ func TestRenderAcceptsPackagesAtTheCaps(t *testing.T) {
 // TestShippedPackagesFitTheCaps: every shipped package stays far below each cap, so a
 // real add-on's growth does not run into one.
 func TestShippedPackagesFitTheCaps(t *testing.T) {
-	s := NewSource(shippedDir, "")
-	packages, err := filepath.Glob(filepath.Join(shippedDir, "packages", "*", "*"))
-	if err != nil || len(packages) == 0 {
-		t.Fatalf("no shipped packages: %v", err)
-	}
+	s, packages := shippedPackages(t)
 	for _, p := range packages {
 		addon, version := filepath.Base(filepath.Dir(p)), filepath.Base(p)
 		key := addon + "/" + version
@@ -424,4 +420,15 @@ func symlink(t *testing.T, target, link string) {
 	if err := os.Symlink(rel, link); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// shippedPackages returns a source of the shipped channels and the folder of each of its
+// packages.
+func shippedPackages(t *testing.T) (*Source, []string) {
+	t.Helper()
+	packages, err := filepath.Glob(filepath.Join(shippedDir, "packages", "*", "*"))
+	if err != nil || len(packages) == 0 {
+		t.Fatalf("no shipped packages: %v", err)
+	}
+	return NewSource(shippedDir, ""), packages
 }

@@ -215,11 +215,7 @@ func TestPlainResources(t *testing.T) {
 // TestShippedPackagesArePlain: every shipped package takes the plain path, and its
 // stream is byte for byte what kustomize builds, so the golden files did not change.
 func TestShippedPackagesArePlain(t *testing.T) {
-	s := NewSource(shippedDir, "")
-	packages, err := filepath.Glob(filepath.Join(shippedDir, "packages", "*", "*"))
-	if err != nil || len(packages) == 0 {
-		t.Fatalf("no shipped packages: %v", err)
-	}
+	s, packages := shippedPackages(t)
 	for _, p := range packages {
 		addon, version := filepath.Base(filepath.Dir(p)), filepath.Base(p)
 		t.Run(addon+"/"+version, func(t *testing.T) {
