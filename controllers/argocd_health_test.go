@@ -199,8 +199,10 @@ func TestArgoCDHealth(t *testing.T) {
 			},
 			health:      "Progressing",
 			statusReady: false,
-			kstatus:     status.CurrentStatus,
-			message:     namesTheGeneration,
+			// The CRD defaults status.observedGeneration to 0, which differs from the
+			// generation: kstatus waits too.
+			kstatus: status.InProgressStatus,
+			message: namesTheGeneration,
 		},
 		{
 			name: "applied, children rolling out",
