@@ -179,9 +179,13 @@ func TestInstaller(t *testing.T) {
 		}
 		if len(stuck) > 0 && time.Since(lastReport) > time.Minute {
 			lastReport = time.Now()
-			conditions, _ := kc("", append([]string{"get", "-o",
-				`jsonpath={range .items[*]}{.metadata.name}: {.status.conditions[?(@.type=="Terminating")].message}{"\n"}{end}`}, stuck...)...)
-			logf("CRDs still terminating after %s:\n%s", time.Since(start).Round(time.Second), conditions)
+			var conditions strings.Builder
+			for _, crd := range stuck {
+				message, _ := kc("", "get", crd, "-o",
+					`jsonpath={.status.conditions[?(@.type=="Terminating")].reason}: {.status.conditions[?(@.type=="Terminating")].message}`)
+				fmt.Fprintf(&conditions, "%s: %s\n", crd, message)
+			}
+			logf("CRDs still terminating after %s:\n%s", time.Since(start).Round(time.Second), conditions.String())
 		}
 		g.Expect(stuck).To(BeEmpty(), "CRDs left after deleting the installer")
 	}).WithTimeout(crdDeleteTimeout).WithPolling(poll).Should(Succeed())
