@@ -56,7 +56,9 @@ func TestOCISource(t *testing.T) {
 	signed := push(host+"/kaddons/e2e:v1", "--sign-key", signKey)
 	digest := signed[strings.LastIndex(signed, "@")+1:]
 	g.Expect(digest).To(MatchRegexp(`^sha256:[0-9a-f]{64}$`))
-	unsigned := push(host + "/kaddons/e2e:unsigned")
+	// Another repository: the signature of a digest is looked up next to it, and the
+	// same channels pushed anywhere in kaddons/e2e would carry the signed bundle's digest.
+	unsigned := push(host + "/kaddons/e2e-unsigned:v1")
 
 	// The test waits for several things in turn, longer than one background() allows.
 	ctx, cancel := context.WithCancel(context.Background())
