@@ -1,9 +1,6 @@
 package main
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"encoding/json"
 	"io"
 	"log"
@@ -15,34 +12,9 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/registry"
 	. "github.com/onsi/gomega"
-	"github.com/sigstore/sigstore/pkg/cryptoutils"
-)
 
-// writeKeys writes an ECDSA key pair as PEM files and returns their paths.
-func writeKeys(t *testing.T) (private, public string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	privPEM, err := cryptoutils.MarshalPrivateKeyToPEM(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pubPEM, err := cryptoutils.MarshalPublicKeyToPEM(key.Public())
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	private, public = filepath.Join(dir, "key.pem"), filepath.Join(dir, "key.pub")
-	if err := os.WriteFile(private, privPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(public, pubPEM, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return private, public
-}
+	"github.com/kaddons/kaddons/internal/sources/sourcestest"
+)
 
 func TestBundleBuildPushVerify(t *testing.T) {
 	g := NewWithT(t)
@@ -50,8 +22,8 @@ func TestBundleBuildPushVerify(t *testing.T) {
 	reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	defer reg.Close()
 	host := strings.TrimPrefix(reg.URL, "http://")
-	signKey, pubKey := writeKeys(t)
-	_, otherPub := writeKeys(t)
+	signKey, pubKey := sourcestest.WriteKeyPair(t)
+	_, otherPub := sourcestest.WriteKeyPair(t)
 	channelsDir := filepath.Join("..", "..", "channels")
 
 	// build: an OCI layout whose index names the image.

@@ -4,9 +4,6 @@ package e2e
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"fmt"
 	"io"
 	"log"
@@ -19,13 +16,14 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/registry"
 	. "github.com/onsi/gomega"
-	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+
+	"github.com/kaddons/kaddons/internal/sources/sourcestest"
 )
 
 // TestOCISource publishes the channels as a signed bundle with `kubectl-kaddons bundle
@@ -39,7 +37,7 @@ func TestOCISource(t *testing.T) {
 	reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	defer reg.Close()
 	host := strings.TrimPrefix(reg.URL, "http://")
-	signKey, pubKey := writeCosignKeys(t)
+	signKey, pubKey := sourcestest.WriteKeyPair(t)
 
 	// push runs the plugin binary itself (no cluster needed) and returns the reference by digest.
 	push := func(ref string, args ...string) string {
@@ -114,31 +112,4 @@ func TestOCISource(t *testing.T) {
 		g.Expect(ready.Message).To(ContainSubstring(addonsv1alpha1.ReasonVerificationFailed))
 		g.Expect(cr.Status.Inventory.Objects()).To(BeEmpty(), fmt.Sprintf("applied from an unsigned bundle: %v", cr.Status.Inventory))
 	}).WithTimeout(readyTimeout).WithPolling(poll).Should(Succeed())
-}
-
-// writeCosignKeys writes an ECDSA P-256 key pair as PEM files (the private key
-// unencrypted, which `bundle push --sign-key` reads) and returns their paths.
-func writeCosignKeys(t *testing.T) (private, public string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	privPEM, err := cryptoutils.MarshalPrivateKeyToPEM(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pubPEM, err := cryptoutils.MarshalPublicKeyToPEM(key.Public())
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	private, public = filepath.Join(dir, "cosign.key"), filepath.Join(dir, "cosign.pub")
-	if err := os.WriteFile(private, privPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(public, pubPEM, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return private, public
 }
