@@ -41,6 +41,10 @@ func runBench(ctx context.Context, o options) error {
 		return err
 	}
 	o.repo = repo
+	if o.memoryLimit, err = resolveMemoryLimit(o.memoryLimitFlag, repo); err != nil {
+		return err
+	}
+	fmt.Printf("bench: the kaddons manager runs with %s\n", o.memoryLimit)
 	work, err := os.MkdirTemp("", "kaddons-bench-")
 	if err != nil {
 		return fmt.Errorf("creating the work directory: %w", err)

@@ -24,6 +24,8 @@ type impl struct {
 	controller string
 	// command returns the operator's command line, given the bench's paths.
 	command func(p procPaths) (string, []string)
+	// env returns what the operator's environment adds to the bench's.
+	env func(p procPaths) []string
 	// applied reports whether an add-on reports the applied version for its generation.
 	applied func(u *unstructured.Unstructured) bool
 	// spec is every add-on's spec; nil is an empty spec (the default channel's version
@@ -39,6 +41,8 @@ type procPaths struct {
 	stockConcurrency int
 	// kaddonsFlags are extra flags for the kaddons manager.
 	kaddonsFlags []string
+	// memoryLimit is the kaddons manager's GOMEMLIMIT.
+	memoryLimit memoryLimit
 }
 
 // coreDNS is the add-on's component name, and the name of its Deployment and of
@@ -68,6 +72,8 @@ var impls = []impl{
 			}, p.kaddonsFlags...)
 			return p.manager, args
 		},
+		// The Deployment's downward API: GOMEMLIMIT is the container's memory limit.
+		env:     func(p procPaths) []string { return p.memoryLimit.env() },
 		applied: kaddonsApplied,
 	},
 	stockImpl(implStockDirect, "stock KDP, DirectApplier", "direct"),

@@ -52,7 +52,11 @@ type options struct {
 	oci, onlyOCI     bool
 	// kaddonsConfig is the configuration file runBench writes for the kaddons manager.
 	kaddonsConfig string
-	keep          bool
+	// memoryLimit is the kaddons manager's GOMEMLIMIT, as its Deployment sets it, resolved
+	// from memoryLimitFlag (-memory-limit).
+	memoryLimit     memoryLimit
+	memoryLimitFlag string
+	keep            bool
 
 	// Stock role.
 	stock stockOptions
@@ -63,7 +67,7 @@ func main() {
 	// --private-registry, ...) that mean nothing here.
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
 	var o options
-	var sizes, impls, kaddonsFlags string
+	var sizes, impls, kaddonsFlags, memLimit string
 	fs.StringVar(&o.role, "role", roleBench, "bench runs the benchmark; stock runs the stock KDP reconciler (started by the bench itself).")
 	fs.StringVar(&sizes, "n", "1,50,200,500", "Comma-separated numbers of CoreDNS instances to measure.")
 	fs.IntVar(&o.unrelated, "unrelated", 5000,
@@ -80,6 +84,9 @@ func main() {
 	fs.BoolVar(&o.skipRender, "skip-render", false, "Skip the render micro-benchmarks.")
 	fs.BoolVar(&o.oci, "oci", true, "Also run kaddons with every add-on on one OCI AddonSource at the largest N, counting the bundle's pulls.")
 	fs.BoolVar(&o.onlyOCI, "only-oci", false, "Run only the one-OCI-source scenario, at every -n size.")
+	fs.StringVar(&memLimit, "memory-limit", "",
+		"The kaddons manager's memory limit (e.g. 256Mi), passed as GOMEMLIMIT in bytes as the Deployment's downward API does; "+
+			"empty reads limits.memory of config/manager/manager.yaml; none sets no GOMEMLIMIT.")
 	fs.BoolVar(&o.keep, "keep", false, "Keep the work directory (operator logs, request traces, kubeconfigs) after the run.")
 	o.stock.bindFlags(fs)
 	_ = fs.Parse(os.Args[1:]) // ExitOnError
@@ -95,6 +102,7 @@ func main() {
 	case roleBench:
 		if o.sizes, err = parseSizes(sizes); err == nil {
 			if o.impls, err = parseImpls(impls); err == nil {
+				o.memoryLimitFlag = memLimit
 				err = runBench(ctx, o)
 			}
 		}

@@ -125,7 +125,7 @@ func measureOCI(ctx context.Context, o options, n int, work string) (r ociRun, e
 	flags := append(slices.Clone(o.kaddonsFlags), "--source-cache-dir="+filepath.Join(work, fmt.Sprintf("oci-cache-n%d", n)))
 	s := &scenario{o: o, im: im, size: n, work: work,
 		paths: procPaths{repo: o.repo, manager: o.manager, stockConcurrency: o.stockConcurrency, kaddonsFlags: flags,
-			kaddonsConfig: o.kaddonsConfig}}
+			kaddonsConfig: o.kaddonsConfig, memoryLimit: o.memoryLimit}}
 	reg := startOCIRegistry()
 	defer func() {
 		err = errors.Join(err, s.close())

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -70,7 +71,11 @@ func startOperator(im impl, paths procPaths, kubeconfig, dir, logName string) (*
 		return nil, fmt.Errorf("creating the operator log: %w", err)
 	}
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	// The bench's own GOMEMLIMIT, if any, is not the operator's.
+	cmd.Env = append(withoutEnv(os.Environ(), goMemLimitEnv, "KUBECONFIG"), "KUBECONFIG="+kubeconfig)
+	if im.env != nil {
+		cmd.Env = append(cmd.Env, im.env(paths)...)
+	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()
@@ -148,6 +153,9 @@ type operatorMetrics struct {
 	goroutines float64
 	// heap is the Go heap in use, in bytes: RSS without the binary and the runtime's slack.
 	heap float64
+	// memLimit is the Go runtime's soft memory limit (GOMEMLIMIT; math.MaxInt64 when
+	// unset), as the process reports it.
+	memLimit float64
 }
 
 // metrics scrapes the operator's metrics endpoint.
@@ -163,7 +171,8 @@ func (o *operator) metrics(ctx context.Context) (operatorMetrics, error) {
 		return operatorMetrics{}, fmt.Errorf("reading the operator's metrics: %w", err)
 	}
 	defer func() { _ = resp.Body.Close() }()
-	ss, err := parseSamples(resp.Body, "controller_runtime_reconcile_total", "go_goroutines", "go_memstats_heap_inuse_bytes")
+	ss, err := parseSamples(resp.Body, "controller_runtime_reconcile_total", "go_goroutines", "go_memstats_heap_inuse_bytes",
+		"go_gc_gomemlimit_bytes")
 	if err != nil {
 		return operatorMetrics{}, err
 	}
@@ -173,6 +182,7 @@ func (o *operator) metrics(ctx context.Context) (operatorMetrics, error) {
 		}),
 		goroutines: ss.sum("go_goroutines", nil),
 		heap:       ss.sum("go_memstats_heap_inuse_bytes", nil),
+		memLimit:   ss.sum("go_gc_gomemlimit_bytes", nil),
 	}, nil
 }
 
@@ -215,4 +225,16 @@ func (o *operator) waitReconciles(ctx context.Context, p *countingProxy, want fl
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// withoutEnv returns env without the variables named.
+func withoutEnv(env []string, names ...string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(names, name) {
+			out = append(out, kv)
+		}
+	}
+	return out
 }

@@ -46,6 +46,7 @@ type reportData struct {
 	Sizes                   string
 	Unrelated               int
 	StockConcurrency        int
+	MemoryLimit             string
 	Targets                 []string
 	Create, NoOp, Restart   [][]string
 	Drift, Memory, Render   [][]string
@@ -94,6 +95,7 @@ func (res *results) data(targets []string) reportData {
 		Sizes:            joinInts(res.options.sizes),
 		Unrelated:        res.options.unrelated,
 		StockConcurrency: res.options.stockConcurrency,
+		MemoryLimit:      res.options.memoryLimit.String(),
 		Targets:          targets,
 		Failures:         res.failures,
 	}
@@ -103,7 +105,7 @@ func (res *results) data(targets []string) reportData {
 	d.Restart = [][]string{{colOperator, "N", colReconciles, "Discovery + lists", "Watches",
 		"Reconcile requests", "Writes", "Reconcile requests / add-on", colEtcdWrites, colWritten}}
 	d.Drift = [][]string{{colOperator, "N", "Corrected after", "Requests", "Writes (Events apart)", "Event writes", colEtcdWrites, colWritten}}
-	d.Memory = [][]string{{colOperator, "N", "Unrelated objects", "RSS", "Peak RSS", "Go heap in use", "Goroutines", "Watch streams"}}
+	d.Memory = [][]string{{colOperator, "N", "Unrelated objects", "RSS", "Peak RSS", "Go heap in use", "GOMEMLIMIT (runtime)", "Goroutines", "Watch streams"}}
 	for _, r := range res.runs {
 		res.addRows(&d, r)
 	}
@@ -119,7 +121,7 @@ func (res *results) data(targets []string) reportData {
 func (res *results) addRows(d *reportData, r run) {
 	n := fmt.Sprint(r.n)
 	d.Memory = append(d.Memory, []string{r.impl.label, n, fmt.Sprint(r.unrelated), mib(r.mem.rss), mib(r.mem.peak),
-		mib(int64(r.heap)), fmt.Sprintf("%.0f", r.goroutines), fmt.Sprint(r.watches)})
+		mib(int64(r.heap)), goMemLimit(r.memLimit), fmt.Sprintf("%.0f", r.goroutines), fmt.Sprint(r.watches)})
 	if r.unrelated > 0 {
 		return
 	}
@@ -325,6 +327,9 @@ func markdownTable(rows [][]string) string {
 // commandLine is how this run was invoked, for the report.
 func commandLine(o options) string {
 	s := fmt.Sprintf("bench -n %s -unrelated %d -stock-concurrency %d", joinInts(o.sizes), o.unrelated, o.stockConcurrency)
+	if o.memoryLimitFlag != "" {
+		s += " -memory-limit " + o.memoryLimitFlag
+	}
 	if len(o.kaddonsFlags) > 0 {
 		s += fmt.Sprintf(" -kaddons-flags %q", strings.Join(o.kaddonsFlags, " "))
 	}
@@ -355,6 +360,15 @@ func ratio(a, b float64) float64 {
 		return 0
 	}
 	return a / b
+}
+
+// goMemLimit formats the soft memory limit a Go runtime reports: "-" when it reports
+// none, or no limit (math.MaxInt64).
+func goMemLimit(limit float64) string {
+	if limit <= 0 || limit >= math.MaxInt64 {
+		return "-"
+	}
+	return mib(int64(limit))
 }
 
 // mib formats bytes as MiB.

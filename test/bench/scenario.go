@@ -31,7 +31,9 @@ type run struct {
 	mem        memory
 	heap       float64
 	goroutines float64
-	watches    int
+	// memLimit is the soft memory limit the operator's Go runtime reports.
+	memLimit float64
+	watches  int
 
 	// Steady state; measured only on full runs.
 	full    bool
@@ -86,7 +88,7 @@ type scenario struct {
 func measure(ctx context.Context, o options, im impl, n, unrelated int, full bool, work string) (r run, err error) {
 	s := &scenario{o: o, im: im, size: n, unrelated: unrelated, work: work,
 		paths: procPaths{repo: o.repo, manager: o.manager, stockConcurrency: o.stockConcurrency, kaddonsFlags: o.kaddonsFlags,
-			kaddonsConfig: o.kaddonsConfig}}
+			kaddonsConfig: o.kaddonsConfig, memoryLimit: o.memoryLimit}}
 	defer func() { err = errors.Join(err, s.close()) }()
 	r = run{impl: im, n: n, unrelated: unrelated, full: full}
 
@@ -252,6 +254,7 @@ func (s *scenario) settledState(ctx context.Context, r *run) error {
 	}
 	r.goroutines = m.goroutines
 	r.heap = m.heap
+	r.memLimit = m.memLimit
 	r.watches = s.proxy.watches()
 	return nil
 }
