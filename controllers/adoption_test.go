@@ -89,6 +89,58 @@ func TestNeverTakesOverWhatItDidNotCreate(t *testing.T) {
 	expectUntouched(t, existing)
 }
 
+// TestCreateOnlyApplyStopsAtAnExistingObject has only the Deployment exist, unmanaged:
+// the objects of the earlier stages are new, and their create-only applies create them;
+// the Deployment's is refused by the API server, so nothing is written to it, and the
+// add-on names it in AdoptionRequired. What was created is the add-on's and goes with it.
+func TestCreateOnlyApplyStopsAtAnExistingObject(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	cr := newCoreDNS(ns, newVersion)
+	r, err := engine.New(testMgr, CoreDNSDefinition(), engineOptions())
+	g.Expect(err).NotTo(HaveOccurred())
+	objects, err := r.Render(ctx, cr)
+	g.Expect(err).NotTo(HaveOccurred())
+	var deployment *unstructured.Unstructured
+	for _, o := range objects.Items {
+		if o.Kind == "Deployment" {
+			deployment = o.UnstructuredObject().DeepCopy()
+		}
+	}
+	g.Expect(deployment).NotTo(BeNil())
+	deployment.SetLabels(map[string]string{"app.kubernetes.io/managed-by": "another-tool"})
+	g.Expect(k8sClient.Create(ctx, deployment, client.FieldOwner("another-tool"))).To(Succeed())
+
+	g.Expect(k8sClient.Create(ctx, cr)).To(Succeed())
+	ready := waitReason(t, cr, addonsv1alpha1.ReasonAdoptionRequired)
+	g.Expect(ready.Message).To(ContainSubstring("Deployment " + ns + "/coredns"))
+	g.Expect(ready.Message).NotTo(ContainSubstring("ConfigMap"), "only the Deployment exists")
+	expectUntouched(t, []*unstructured.Unstructured{deployment})
+	// The earlier stages were new: created, labelled, and in the inventory.
+	inventory := cr.Status.Inventory.Objects()
+	g.Expect(inventory).NotTo(BeEmpty())
+	for _, ref := range inventory {
+		g.Expect(ref.Kind).NotTo(Equal("Deployment"))
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(ref.GroupVersionKind())
+		g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, live)).To(Succeed())
+		g.Expect(live.GetLabels()).To(HaveKeyWithValue(engine.LabelNamespace, ns), "%s", ref)
+	}
+
+	g.Expect(k8sClient.Delete(ctx, cr)).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(cr), cr))
+	}).WithTimeout(eventuallyTimeout).Should(BeTrue())
+	for _, ref := range inventory {
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(ref.GroupVersionKind())
+		err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, live)
+		g.Expect(apierrors.IsNotFound(err) || live.GetDeletionTimestamp() != nil).To(BeTrue(), "%s was left", ref)
+	}
+	expectUntouched(t, []*unstructured.Unstructured{deployment})
+}
+
 func TestAdoptIfUnmanaged(t *testing.T) {
 	for _, policy := range []addonsv1alpha1.DeletionPolicy{addonsv1alpha1.DeletionPolicyDelete, addonsv1alpha1.DeletionPolicyOrphan} {
 		t.Run(string(policy), func(t *testing.T) {

@@ -142,16 +142,23 @@ func TestWriteAheadInventoryLeavesNoOrphan(t *testing.T) {
 	})
 }
 
-// TestCreatingAnAddonCostsAtMostTenWrites counts the writes of a new 7-object CoreDNS
-// until it settles: the finalizer and the write-ahead record share one patch, then 7
-// applies, one status patch and one event.
-func TestCreatingAnAddonCostsAtMostTenWrites(t *testing.T) {
+// TestCreatingAnAddonCostsAtMostTenRequests counts the requests of a new 7-object
+// CoreDNS until it settles: the finalizer and the write-ahead record share one patch, then
+// 7 create-only applies (no GET), one status patch and one event.
+func TestCreatingAnAddonCostsAtMostTenRequests(t *testing.T) {
 	g := NewWithT(t)
 	ns := newNamespace(t)
 	cr := newCoreDNS(ns, newVersion)
-	mark := requests.writeCount()
+	mark, markAll := requests.writeCount(), requests.count()
 	createCoreDNS(t, cr)
 	waitQuiet(t, ns)
+	// Reads count too: the ownership check of the new objects is their create-only apply,
+	// not a GET each past the cache.
+	all := requests.requestsSince(markAll, ns)
+	g.Expect(len(all)).To(BeNumerically("<=", 10), "requests: %v", all)
+	for _, r := range all {
+		g.Expect(r).NotTo(HavePrefix("GET "), "requests: %v", all)
+	}
 	var writes, addonPatches []string
 	requests.mu.Lock()
 	for _, w := range requests.writes[mark:] {

@@ -256,9 +256,13 @@ func (a *applier) apply(ctx context.Context, req applyRequest) (applyResult, err
 			return res, err
 		}
 	}
-	w := &stageWriter{applier: a, req: req, live: own.live, res: &res}
+	w := &stageWriter{applier: a, req: req, live: own.live, absent: own.absent, res: &res}
 	for s := stageCRDs; s <= stageAPIEndpoints; s++ {
 		err := w.applyStage(ctx, stages[s])
+		if err == nil && len(w.existing) > 0 {
+			err = w.resolveExisting(ctx, &own, stages, s)
+			desired = slices.DeleteFunc(desired, func(ref addonsv1alpha1.ObjectReference) bool { return own.external[ref] })
+		}
 		if err == nil && s == stageCRDs && len(stages[s]) > 0 {
 			err = a.waitEstablished(ctx, stages[s])
 		}
@@ -303,19 +307,32 @@ type ownership struct {
 	live map[addonsv1alpha1.ObjectReference]liveInfo
 	// adopted are the unmanaged objects spec.adopt takes over.
 	adopted []addonsv1alpha1.AdoptedObject
+	// absent are the objects neither the cache nor the inventory knows, assumed not to
+	// exist: they are applied create-only (absentResourceVersion), so that one that does
+	// exist is refused by the API server, untouched, and looked up then (resolveExisting).
+	absent map[addonsv1alpha1.ObjectReference]bool
 }
+
+// absentResourceVersion is the resourceVersion precondition of a create-only apply. A
+// server-side apply that names a resourceVersion creates the object when it does not
+// exist, and is refused with a Conflict, writing nothing, when the live object's
+// resourceVersion differs. etcd revisions are int64, so no live object ever has this one.
+const absentResourceVersion = "9223372036854775807"
 
 // handedOver finds out, for every rendered object, whether kaddons may write it. An object
 // in the cache carries kaddons' labels: it is the add-on's own, or another add-on's (a
-// *conflictError). An object the cache does not hold and the inventory does not list is
-// looked up on the API server, past the cache: one that exists without kaddons' labels
-// was not created by kaddons, and is never written unless req.adopt takes it over (an
-// *adoptionError lists them all; nothing is applied then). A Namespace that exists
+// *conflictError). An object the cache does not hold and the inventory does not list was
+// not created by kaddons, or does not exist yet. It costs no request here: it is applied
+// create-only (own.absent), which the API server refuses, writing nothing, when the
+// object exists; resolveExisting then looks it up. Only a Namespace, and every such
+// object when req.adopt may take it over, is looked up on the API server before any
+// write (uncached). One that exists without kaddons' labels is never written unless
+// req.adopt takes it over (an *adoptionError lists them all). A Namespace that exists
 // unmanaged is used, never adopted. Modes (ignore, ensure-exists) on the object decide
 // the rest; an unknown mode is a *modeError.
 func (a *applier) handedOver(ctx context.Context, req applyRequest) (ownership, error) {
 	own := ownership{skip: map[addonsv1alpha1.ObjectReference]bool{}, external: map[addonsv1alpha1.ObjectReference]bool{},
-		live: map[addonsv1alpha1.ObjectReference]liveInfo{}}
+		live: map[addonsv1alpha1.ObjectReference]liveInfo{}, absent: map[addonsv1alpha1.ObjectReference]bool{}}
 	var unmanaged []addonsv1alpha1.ObjectReference
 	inventoried := newObjectSet(req.previous)
 	for _, u := range req.objects {
@@ -339,8 +356,12 @@ func (a *applier) handedOver(ctx context.Context, req applyRequest) (ownership, 
 			// A kind the package's own CRD defines is not served yet: nothing exists.
 		case !apierrors.IsNotFound(err):
 			return own, &writeError{err: fmt.Errorf("reading %s: %w", ref, err)}
+		case !inventoried.has(ref) && !req.adopt && (ref.Group != "" || ref.Kind != kindNamespace):
+			// Neither cached nor in the inventory: kaddons did not create it, or it does not
+			// exist. The create-only apply finds out without a request of its own.
+			own.absent[ref] = true
 		case !inventoried.has(ref):
-			// Neither cached nor in the inventory: kaddons did not create it. Does it exist?
+			// A Namespace, or an object spec.adopt may take over: does it exist?
 			found, err := a.uncached(ctx, req, ref, &own)
 			switch {
 			case err != nil:
@@ -510,7 +531,7 @@ var applyFailures = []struct {
 	// server, etcd or the inventory takes.
 	{is: errorIs[*objectTooLargeError], class: classStalled, reason: addonsv1alpha1.ReasonObjectTooLarge, terminal: true},
 	{is: errorIs[*inventoryTooLargeError], class: classStalled, reason: addonsv1alpha1.ReasonInventoryTooLarge, terminal: true},
-	// Nothing was written; the objects may go away or spec.adopt may change. The add-on
+	// Nothing was written to them; the objects may go away or spec.adopt may change. The add-on
 	// stalls (a human decides) and looks again after adoptionRetry.
 	{is: errorIs[*adoptionError], class: classStalled, reason: addonsv1alpha1.ReasonAdoptionRequired, retryAfter: adoptionRetry},
 	// The add-on's ServiceAccount lacks a permission; an admin may grant it.
@@ -557,8 +578,66 @@ type stageWriter struct {
 	*applier
 	req  applyRequest
 	live map[addonsv1alpha1.ObjectReference]liveInfo
-	mu   sync.Mutex
-	res  *applyResult
+	// absent are the objects applied create-only (ownership.absent).
+	absent map[addonsv1alpha1.ObjectReference]bool
+	mu     sync.Mutex
+	res    *applyResult
+	// existing are the create-only objects of the last stage that the API server
+	// refused because they exist; nothing was written to them.
+	existing []addonsv1alpha1.ObjectReference
+}
+
+// resolveExisting decides about the objects of stage s that were applied create-only
+// but exist, and about every object of this and the later stages still assumed absent:
+// each is looked up past the cache and decided as handedOver decides for a Namespace
+// (uncached). Unmanaged ones make an *adoptionError that lists them all; nothing was
+// written to any of them, and the new objects this apply created stay the add-on's (the
+// write-ahead record lists them). Objects that turn out to be the add-on's own (the
+// cache lagged) are applied again; objects used as they are leave the stages.
+func (w *stageWriter) resolveExisting(ctx context.Context, own *ownership, stages map[int][]*unstructured.Unstructured, s int) error {
+	existing := newObjectSet(w.existing)
+	w.existing = nil
+	var unmanaged []addonsv1alpha1.ObjectReference
+	for t := s; t <= stageAPIEndpoints; t++ {
+		for _, u := range stages[t] {
+			ref := refOf(u)
+			if !own.absent[ref] || (t == s && !existing.has(ref)) {
+				// Known, or created just now.
+				continue
+			}
+			found, err := w.uncached(ctx, w.req, ref, own)
+			if err != nil {
+				return err
+			}
+			switch found {
+			case foundUnmanaged:
+				unmanaged = append(unmanaged, ref)
+			case foundOurs:
+				delete(own.absent, ref)
+				own.live[ref] = liveInfo{exists: true}
+			}
+		}
+	}
+	if len(unmanaged) > 0 {
+		return &adoptionError{refs: unmanaged}
+	}
+	for t := s; t <= stageAPIEndpoints; t++ {
+		stages[t] = slices.DeleteFunc(stages[t], func(u *unstructured.Unstructured) bool { return own.skip[refOf(u)] })
+	}
+	var again []*unstructured.Unstructured
+	for _, u := range stages[s] {
+		if existing.has(refOf(u)) {
+			again = append(again, u)
+		}
+	}
+	if err := w.applyStage(ctx, again); err != nil {
+		return err
+	}
+	if len(w.existing) > 0 {
+		// Created, or deleted and created again, between the look-up and the apply.
+		return &writeError{err: fmt.Errorf("%s changed while it was being applied", w.existing[0])}
+	}
+	return nil
 }
 
 // applyStage server-side applies one stage's objects with bounded concurrency.
@@ -581,6 +660,11 @@ func (w *stageWriter) applyStage(ctx context.Context, objects []*unstructured.Un
 			defer w.mu.Unlock()
 			if recreated {
 				w.res.recreated = append(w.res.recreated, ref)
+			}
+			if w.absent[ref] && apierrors.IsConflict(err) {
+				// It exists: the create-only apply wrote nothing (resolveExisting).
+				w.existing = append(w.existing, ref)
+				return
 			}
 			if err != nil {
 				if tooLarge(err) {
@@ -613,6 +697,9 @@ func (w *stageWriter) applyOne(ctx context.Context, u *unstructured.Unstructured
 			return false, err
 		}
 		*u = *without(u, paths)
+	}
+	if w.absent[refOf(u)] {
+		u.SetResourceVersion(absentResourceVersion)
 	}
 	err := w.applyRetryingBindings(ctx, u)
 	fields := immutableFields(err)
