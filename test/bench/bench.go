@@ -119,8 +119,9 @@ func summary(r run) string {
 		r.create.wall.Round(time.Millisecond), r.create.created.Round(time.Millisecond),
 		perAddon(r.createCounts.requests(), r.n), r.createCounts, mib(r.mem.rss))
 	if r.full {
-		s += fmt.Sprintf("; no-op: %d requests, %.0f etcd writes; restart: %d reconcile requests; drift: %d writes",
-			r.touch.counts.requests(), r.touch.server.etcdWrites, r.restart.reconcileRequests(), len(r.drift.writes))
+		s += fmt.Sprintf("; no-op: %d requests, %.0f etcd writes; restart: %d reconcile requests, all reconciled after %s (every add-on: %s); drift: %d writes",
+			r.touch.counts.requests(), r.touch.server.etcdWrites, r.restart.reconcileRequests(), r.cold.all.Round(time.Millisecond),
+			eachText(r), len(r.drift.writes))
 	}
 	return s
 }

@@ -22,6 +22,10 @@ type impl struct {
 	kind string
 	// controller is the controller's name in controller_runtime_reconcile_total.
 	controller string
+	// perAddonMetric, when set, names a metric of the operator with one series per add-on
+	// (labels kind, namespace and name), which appears when the add-on's first reconcile in
+	// the process finishes: the cold start's per-add-on signal.
+	perAddonMetric string
 	// command returns the operator's command line, given the bench's paths.
 	command func(p procPaths) (string, []string)
 	// env returns what the operator's environment adds to the bench's.
@@ -63,6 +67,8 @@ var impls = []impl{
 		gvr:        addonsv1alpha1.GroupVersion.WithResource("coredns"),
 		kind:       "CoreDNS",
 		controller: coreDNS,
+		// The engine sets it at the end of every reconcile (docs/lifecycle.md).
+		perAddonMetric: "kaddons_addon_ready",
 		command: func(p procPaths) (string, []string) {
 			args := append([]string{
 				"--channels", filepath.Join(p.repo, "channels"),

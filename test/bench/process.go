@@ -150,6 +150,8 @@ func (o *operator) memory() (memory, error) {
 type operatorMetrics struct {
 	// reconciles counts finished reconciles of the add-on controller.
 	reconciles float64
+	// addons counts the add-ons with a series of the impl's perAddonMetric.
+	addons     int
 	goroutines float64
 	// heap is the Go heap in use, in bytes: RSS without the binary and the runtime's slack.
 	heap float64
@@ -171,8 +173,11 @@ func (o *operator) metrics(ctx context.Context) (operatorMetrics, error) {
 		return operatorMetrics{}, fmt.Errorf("reading the operator's metrics: %w", err)
 	}
 	defer func() { _ = resp.Body.Close() }()
-	ss, err := parseSamples(resp.Body, "controller_runtime_reconcile_total", "go_goroutines", "go_memstats_heap_inuse_bytes",
-		"go_gc_gomemlimit_bytes")
+	keep := []string{"controller_runtime_reconcile_total", "go_goroutines", "go_memstats_heap_inuse_bytes", "go_gc_gomemlimit_bytes"}
+	if o.impl.perAddonMetric != "" {
+		keep = append(keep, o.impl.perAddonMetric)
+	}
+	ss, err := parseSamples(resp.Body, keep...)
 	if err != nil {
 		return operatorMetrics{}, err
 	}
@@ -183,6 +188,7 @@ func (o *operator) metrics(ctx context.Context) (operatorMetrics, error) {
 		goroutines: ss.sum("go_goroutines", nil),
 		heap:       ss.sum("go_memstats_heap_inuse_bytes", nil),
 		memLimit:   ss.sum("go_gc_gomemlimit_bytes", nil),
+		addons:     ss.addons(o.impl.perAddonMetric, o.impl.kind),
 	}, nil
 }
 
@@ -200,6 +206,56 @@ func (o *operator) waitReady(ctx context.Context, p *countingProxy, quiet time.D
 		case <-ctx.Done():
 			return fmt.Errorf("waiting for the %s operator to start (log: %s): %w", o.impl.name, o.logPath, ctx.Err())
 		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// coldStart is how long a restarted operator took to reconcile every add-on once.
+type coldStart struct {
+	// all runs from the process start until controller_runtime_reconcile_total of the
+	// add-on controller reached N.
+	all time.Duration
+	// each runs from the process start until every add-on had its own series of the
+	// impl's perAddonMetric; 0 when the impl has none, or when it never covered N add-ons.
+	each time.Duration
+}
+
+// coldStartPoll is how often waitColdStart scrapes the operator: the resolution of the
+// cold start times.
+const coldStartPoll = 100 * time.Millisecond
+
+// waitColdStart waits until the operator, started at started, has finished n reconciles
+// of its add-on controller and, when it has a per-add-on metric, until that metric has a
+// series for n add-ons. A per-add-on metric that stays short of n once the reconciles are
+// counted and the operator is quiet leaves each at 0.
+func (o *operator) waitColdStart(ctx context.Context, p *countingProxy, started time.Time, n int, quiet time.Duration) (coldStart, error) {
+	var cs coldStart
+	for {
+		if err := o.alive(); err != nil {
+			return cs, err
+		}
+		if m, err := o.metrics(ctx); err == nil {
+			now := time.Since(started)
+			if cs.all == 0 && m.reconciles >= float64(n) {
+				cs.all = now
+			}
+			if cs.each == 0 && o.impl.perAddonMetric != "" && m.addons >= n {
+				cs.each = now
+			}
+			switch {
+			case cs.all == 0:
+			case o.impl.perAddonMetric == "" || cs.each > 0:
+				return cs, nil
+			case p.idleFor() >= quiet:
+				fmt.Printf("    %s has a series for %d of %d add-ons after %v reconciles: no per-add-on cold start time\n",
+					o.impl.perAddonMetric, m.addons, n, m.reconciles)
+				return cs, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return cs, fmt.Errorf("waiting for %d add-ons to be reconciled after a restart (log: %s): %w", n, o.logPath, ctx.Err())
+		case <-time.After(coldStartPoll):
 		}
 	}
 }

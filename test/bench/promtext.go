@@ -122,3 +122,18 @@ func (ss samples) sum(name string, match func(labels map[string]string) bool) fl
 	}
 	return total
 }
+
+// addons counts the distinct namespace/name pairs among the samples of name whose kind
+// label is kind.
+func (ss samples) addons(name, kind string) int {
+	if name == "" {
+		return 0
+	}
+	seen := map[string]bool{}
+	for _, s := range ss {
+		if s.name == name && s.labels["kind"] == kind {
+			seen[s.labels["namespace"]+"/"+s.labels["name"]] = true
+		}
+	}
+	return len(seen)
+}

@@ -52,6 +52,8 @@ type reportData struct {
 	Drift, Memory, Render   [][]string
 	OCI                     [][]string
 	Failures                []string
+	// ColdStart has one line per size: each operator's cold start.
+	ColdStart []string
 }
 
 // write renders the report and writes it to -out, or prints it when -out is empty.
@@ -102,13 +104,14 @@ func (res *results) data(targets []string) reportData {
 	d.Create = [][]string{{colOperator, "N", "Applied after", "Created after", "Per add-on p50 / p99", "Requests / add-on",
 		"Writes / add-on (events)", "API server: requests / writes per add-on", "etcd writes / add-on"}}
 	d.NoOp = [][]string{{colOperator, "N", colReconciles, "Requests", "Writes", "Requests / reconcile", colEtcdWrites, colWritten}}
-	d.Restart = [][]string{{colOperator, "N", colReconciles, "Discovery + lists", "Watches",
+	d.Restart = [][]string{{colOperator, "N", "Cold start: N reconciles", "Cold start: every add-on", colReconciles, "Discovery + lists", "Watches",
 		"Reconcile requests", "Writes", "Reconcile requests / add-on", colEtcdWrites, colWritten}}
 	d.Drift = [][]string{{colOperator, "N", "Corrected after", "Requests", "Writes (Events apart)", "Event writes", colEtcdWrites, colWritten}}
 	d.Memory = [][]string{{colOperator, "N", "Unrelated objects", "RSS", "Peak RSS", "Go heap in use", "GOMEMLIMIT (runtime)", "Goroutines", "Watch streams"}}
 	for _, r := range res.runs {
 		res.addRows(&d, r)
 	}
+	d.ColdStart = res.coldStartLines()
 	d.OCI = res.ociRows()
 	d.Render = [][]string{{"Render path", "ns/op", "allocs/op", "B/op"}}
 	for _, r := range res.render {
@@ -141,7 +144,8 @@ func (res *results) addRows(d *reportData, r run) {
 		fmt.Sprint(t.counts.writes()), fmt.Sprintf("%.2f", ratio(float64(t.counts.requests()), t.reconciles)),
 		fmt.Sprintf("%.0f", t.server.etcdWrites), summarizeWrites(t.writes)})
 	s := r.restart
-	d.Restart = append(d.Restart, []string{r.impl.label, n, fmt.Sprintf("%.0f", s.reconciles),
+	d.Restart = append(d.Restart, []string{r.impl.label, n, r.cold.all.Round(time.Millisecond).String(), eachText(r),
+		fmt.Sprintf("%.0f", s.reconciles),
 		fmt.Sprint(s.counts.byVerb[verbDiscovery] + s.counts.byVerb[verbList]), fmt.Sprint(s.counts.byVerb[verbWatch]),
 		fmt.Sprint(s.reconcileRequests()), fmt.Sprint(s.counts.writes()),
 		fmt.Sprintf("%.2f", perAddon(s.reconcileRequests(), r.n)), fmt.Sprintf("%.0f", s.server.etcdWrites), summarizeWrites(s.writes)})
@@ -149,6 +153,41 @@ func (res *results) addRows(d *reportData, r run) {
 	d.Drift = append(d.Drift, []string{r.impl.label, n, dr.corrected.Round(time.Millisecond).String(),
 		fmt.Sprint(dr.counts.requests()), fmt.Sprint(dr.counts.objectWrites()), fmt.Sprint(dr.counts.eventWrites),
 		fmt.Sprintf("%.0f", dr.server.etcdWrites), summarizeWrites(dr.writes)})
+}
+
+// eachText is the per-add-on cold start of r, or why there is none.
+func eachText(r run) string {
+	switch {
+	case r.impl.perAddonMetric == "":
+		return "-"
+	case r.cold.each == 0:
+		return "not covered by " + r.impl.perAddonMetric
+	}
+	return r.cold.each.Round(time.Millisecond).String()
+}
+
+// coldStartLines says, per size, how long each operator took after a restart to
+// reconcile every add-on once: the per-add-on signal where the operator has one, else
+// the count of reconciles.
+func (res *results) coldStartLines() []string {
+	var out []string
+	for _, n := range res.options.sizes {
+		var parts []string
+		for _, r := range res.runs {
+			if r.n != n || r.unrelated != 0 || !r.full {
+				continue
+			}
+			t, how := r.cold.all, "N reconciles"
+			if r.cold.each > 0 {
+				t, how = r.cold.each, "every add-on"
+			}
+			parts = append(parts, fmt.Sprintf("%s %s (%s)", r.impl.label, t.Round(time.Millisecond), how))
+		}
+		if len(parts) > 0 {
+			out = append(out, fmt.Sprintf("N=%d: %s", n, strings.Join(parts, "; ")))
+		}
+	}
+	return out
 }
 
 // targets evaluates the targets of issue 7, and issue 16's one pull per OCI source, as

@@ -39,6 +39,7 @@ type run struct {
 	full    bool
 	touch   steady
 	restart steady
+	cold    coldStart
 	drift   drift
 }
 
@@ -114,7 +115,7 @@ func measure(ctx context.Context, o options, im impl, n, unrelated int, full boo
 		r.full = false
 		return r, fmt.Errorf("drift phase: %w", err)
 	}
-	if r.restart, err = s.restartPhase(ctx); err != nil {
+	if r.restart, r.cold, err = s.restartPhase(ctx); err != nil {
 		r.full = false
 		return r, fmt.Errorf("restart phase: %w", err)
 	}
@@ -379,23 +380,29 @@ func summarizeWrites(writes []string) string {
 }
 
 // restartPhase restarts the operator with every add-on in place and counts what the new
-// process does until it has reconciled each of them and gone quiet.
-func (s *scenario) restartPhase(ctx context.Context) (steady, error) {
+// process does until it has reconciled each of them and gone quiet, timing its cold start
+// from the process start.
+func (s *scenario) restartPhase(ctx context.Context) (steady, coldStart, error) {
 	ctx, cancel := s.phaseContext(ctx)
 	defer cancel()
 	if err := s.op.stop(); err != nil {
-		return steady{}, err
+		return steady{}, coldStart{}, err
 	}
 	s.op = nil
 	var st steady
+	var cs coldStart
 	var err error
 	st.counts, st.writes, st.server, err = s.window(ctx, func(ctx context.Context) error {
+		started := time.Now()
 		if s.op, err = startOperator(s.im, s.paths, s.kube, s.work, s.logName("-restarted")); err != nil {
+			return err
+		}
+		if cs, err = s.op.waitColdStart(ctx, s.proxy, started, s.size, s.o.quiet); err != nil {
 			return err
 		}
 		st.reconciles, err = s.op.waitReconciles(ctx, s.proxy, float64(s.size), s.o.quiet)
 		return err
 	})
 	st.writes = withoutEvents(st.writes)
-	return st, err
+	return st, cs, err
 }
