@@ -77,6 +77,7 @@ type flags struct {
 	operatorID           string
 	sourceCacheDir       string
 	sourceCacheBytes     int64
+	profilerAddr         string
 	printVersion         bool
 }
 
@@ -108,6 +109,8 @@ func (f *flags) bind(fs *flag.FlagSet) {
 		"Where fetched AddonSource artifacts are extracted and cached by digest (an emptyDir in the Deployment).")
 	fs.Int64Var(&f.sourceCacheBytes, "source-cache-bytes", sources.DefaultCacheBytes,
 		"The bound on the bytes kept in --source-cache-dir; each source's current revision is kept even over it.")
+	fs.StringVar(&f.profilerAddr, "profiler-address", "",
+		"The address (host:port) to serve Go's pprof profiles on, for example 127.0.0.1:6060. Empty, the default, serves none.")
 	fs.BoolVar(&f.printVersion, "version", false, "Print the operator's version and exit.")
 }
 
@@ -289,6 +292,7 @@ func run(f flags, cfg *config.Configuration, logLevel string, setLevel func(conf
 		Scheme:                  scheme,
 		Metrics:                 metricsOptions,
 		HealthProbeBindAddress:  m.HealthProbeBindAddress,
+		PprofBindAddress:        f.profilerAddr,
 		LeaderElection:          le.Enabled,
 		LeaderElectionID:        le.ID,
 		LeaderElectionNamespace: le.Namespace,

@@ -35,15 +35,18 @@ func testScheme(t *testing.T) *runtime.Scheme {
 func testReconciler(t *testing.T, opts Options, objs ...client.Object) (*Reconciler, client.Client) {
 	t.Helper()
 	s := testScheme(t)
-	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).WithStatusSubresource(&addonsv1alpha1.CoreDNS{}).Build()
-	if opts.Source == nil {
-		opts.Source = channels.NewSource(filepath.Join("..", "..", "channels"), "")
-	}
 	def := Definition{
 		Prototype: &addonsv1alpha1.CoreDNS{},
 		Children: []schema.GroupVersionKind{
 			corev1.SchemeGroupVersion.WithKind("ConfigMap"), appsv1.SchemeGroupVersion.WithKind("Deployment"),
 		},
+	}
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).WithStatusSubresource(&addonsv1alpha1.CoreDNS{}).
+		WithIndex(&addonsv1alpha1.CoreDNS{}, DependencyField, func(o client.Object) []string {
+			return def.dependencyKeys(o.(addonsv1alpha1.Addon))
+		}).Build()
+	if opts.Source == nil {
+		opts.Source = channels.NewSource(filepath.Join("..", "..", "channels"), "")
 	}
 	r, err := NewWithClients(def, opts, Clients{Client: c, Reader: c, Scheme: s, Mapper: testMapper(s)})
 	if err != nil {

@@ -67,6 +67,14 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	for _, obj := range r.opts.ReconcileAllOn {
 		b = b.Watches(obj, handler.EnqueueRequestsFromMapFunc(r.mapAll))
 	}
+	if len(r.opts.AddonKinds) > 0 {
+		// An add-on's event wakes the add-ons that depend on it or follow it, found through
+		// this index rather than by listing every add-on of the kind on every event.
+		if err := mgr.GetFieldIndexer().IndexField(context.Background(), r.def.Prototype, DependencyField,
+			func(o client.Object) []string { return r.def.dependencyKeys(o.(addonsv1alpha1.Addon)) }); err != nil {
+			return fmt.Errorf("indexing %s by %s: %w", r.gvk.Kind, DependencyField, err)
+		}
+	}
 	for _, kind := range r.opts.AddonKinds {
 		gvk, err := apiutil.GVKForObject(kind, mgr.GetScheme())
 		if err != nil {
@@ -168,6 +176,8 @@ func (r *Reconciler) listAddons(ctx context.Context, opts ...client.ListOption) 
 		return nil
 	}
 	list, ok := obj.(client.ObjectList)
+	// Read only: the items are the cache's own, not copies.
+	opts = append(opts, client.UnsafeDisableDeepCopy)
 	if !ok || r.client.List(ctx, list, opts...) != nil {
 		return nil
 	}
@@ -184,30 +194,33 @@ func (r *Reconciler) listAddons(ctx context.Context, opts ...client.ListOption) 
 	return addons
 }
 
+// DependencyField is the field index on every add-on kind that maps another add-on
+// ("Kind namespace/name") to the add-ons that depend on it (spec.dependsOn) or follow it
+// (Definition.Follows).
+const DependencyField = "kaddons.dependencies"
+
+// dependencyKeys is the DependencyField index function of the definition's kind.
+func (d Definition) dependencyKeys(a addonsv1alpha1.Addon) []string {
+	var keys []string
+	for _, dep := range a.GetAddonSpec().DependsOn {
+		keys = append(keys, dependencyKey(a, dep).String())
+	}
+	if d.Follows != nil {
+		for _, ref := range d.Follows(a) {
+			keys = append(keys, dependencyKey(a, ref).String())
+		}
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys)
+}
+
 // dependentsOf lists the add-ons of this controller's kind whose dependsOn names o, or
-// that follow o (Definition.Follows).
+// that follow o (Definition.Follows), through the DependencyField index.
 func (r *Reconciler) dependentsOf(ctx context.Context, kind string, o client.Object) []reconcile.Request {
 	target := addonKey{kind: kind, namespace: o.GetNamespace(), name: o.GetName()}
 	var requests []reconcile.Request
-	for _, a := range r.listAddons(ctx) {
-		if slices.ContainsFunc(a.GetAddonSpec().DependsOn, func(dep addonsv1alpha1.AddonReference) bool {
-			return dependencyKey(a, dep) == target
-		}) || r.follows(a, target) {
-			requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(a)})
-		}
+	for _, a := range r.listAddons(ctx, client.MatchingFields{DependencyField: target.String()}) {
+		requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(a)})
 	}
 	return requests
-}
-
-// follows reports whether add-on a follows target through its definition's Follows.
-func (r *Reconciler) follows(a addonsv1alpha1.Addon, target addonKey) bool {
-	if r.def.Follows == nil {
-		return false
-	}
-	for _, ref := range r.def.Follows(a) {
-		if dependencyKey(a, ref) == target {
-			return true
-		}
-	}
-	return false
 }
