@@ -79,6 +79,9 @@ func runBench(ctx context.Context, o options) error {
 	for _, n := range o.sizes {
 		for _, name := range o.impls {
 			im, _ := implByName(name)
+			if !im.runsAt(o, n) {
+				continue
+			}
 			res.measure(ctx, o, im, n, 0, true, work)
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -87,13 +90,25 @@ func runBench(ctx context.Context, o options) error {
 	}
 	if o.unrelated > 0 && slices.Contains(o.impls, implKaddons) {
 		im, _ := implByName(implKaddons)
-		res.measure(ctx, o, im, slices.Max(o.sizes), o.unrelated, false, work)
+		res.measure(ctx, o, im, o.extraSize(), o.unrelated, false, work)
 	}
 	if o.oci && ctx.Err() == nil {
-		res.measureOCI(ctx, o, slices.Max(o.sizes), work)
+		res.measureOCI(ctx, o, o.extraSize(), work)
 	}
 	res.duration = time.Since(res.started)
 	return res.write(o)
+}
+
+// extraSize is the size of the unrelated-objects and OCI runs: the largest -n size up to
+// -extra-max-n, else the smallest size.
+func (o options) extraSize() int {
+	best := slices.Min(o.sizes)
+	for _, n := range o.sizes {
+		if (o.extraMaxN <= 0 || n <= o.extraMaxN) && n > best {
+			best = n
+		}
+	}
+	return best
 }
 
 // measure performs one run and records it, or its failure.

@@ -32,6 +32,9 @@ type impl struct {
 	env func(p procPaths) []string
 	// applied reports whether an add-on reports the applied version for its generation.
 	applied func(u *unstructured.Unstructured) bool
+	// maxN returns the largest N the implementation runs at, from the options; 0 is no
+	// limit.
+	maxN func(o options) int
 	// spec is every add-on's spec; nil is an empty spec (the default channel's version
 	// from the operator's own packages).
 	spec map[string]any
@@ -94,6 +97,7 @@ func stockImpl(name, label, applier string) impl {
 		gvr:        benchv1alpha1.GroupVersion.WithResource("stockcoredns"),
 		kind:       "StockCoreDNS",
 		controller: "stockcoredns",
+		maxN:       func(o options) int { return o.stockMaxN },
 		command: func(p procPaths) (string, []string) {
 			self, err := os.Executable()
 			if err != nil {
@@ -108,6 +112,15 @@ func stockImpl(name, label, applier string) impl {
 		},
 		applied: stockApplied,
 	}
+}
+
+// runsAt reports whether the implementation runs at size n.
+func (im impl) runsAt(o options, n int) bool {
+	if im.maxN == nil {
+		return true
+	}
+	limit := im.maxN(o)
+	return limit <= 0 || n <= limit
 }
 
 // implNames lists the -impl names.

@@ -48,8 +48,11 @@ type options struct {
 	quiet            time.Duration
 	timeout          time.Duration
 	stockConcurrency int
-	skipRender       bool
-	oci, onlyOCI     bool
+	// stockMaxN is the largest N the stock KDP rows run at; extraMaxN caps the size of
+	// the unrelated-objects and OCI runs.
+	stockMaxN, extraMaxN int
+	skipRender           bool
+	oci, onlyOCI         bool
 	// kaddonsConfig is the configuration file runBench writes for the kaddons manager.
 	kaddonsConfig string
 	// memoryLimit is the kaddons manager's GOMEMLIMIT, as its Deployment sets it, resolved
@@ -70,6 +73,10 @@ func main() {
 	var sizes, impls, kaddonsFlags, memLimit string
 	fs.StringVar(&o.role, "role", roleBench, "bench runs the benchmark; stock runs the stock KDP reconciler (started by the bench itself).")
 	fs.StringVar(&sizes, "n", "1,50,200,500", "Comma-separated numbers of CoreDNS instances to measure.")
+	fs.IntVar(&o.stockMaxN, "stock-max-n", 500,
+		"The largest -n size the stock KDP rows run at (they take minutes per size); 0 runs them at every size.")
+	fs.IntVar(&o.extraMaxN, "extra-max-n", 1000,
+		"The unrelated-objects and OCI runs go at the largest -n size up to this one (the smallest size when none is); 0 means the largest.")
 	fs.IntVar(&o.unrelated, "unrelated", 5000,
 		"Unrelated Deployments and ConfigMaps created before a second kaddons run at the largest N; 0 skips that run.")
 	fs.StringVar(&impls, "impl", strings.Join(implNames(), ","), "Comma-separated implementations to measure.")

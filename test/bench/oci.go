@@ -214,7 +214,7 @@ func (res *results) measureOCI(ctx context.Context, o options, n int, work strin
 // ociRows is the report's table of the scenario.
 func (res *results) ociRows() [][]string {
 	rows := make([][]string, 0, 1+len(res.oci))
-	rows = append(rows, []string{"N", "Applied after", "On the bundle's digest", "Bundle pulls (layer GETs)", "Configuration GETs",
+	rows = append(rows, []string{"N", colApplied, "On the bundle's digest", "Bundle pulls (layer GETs)", "Configuration GETs",
 		"Manifest GETs by digest", "Tag resolutions"})
 	for _, r := range res.oci {
 		rows = append(rows, []string{fmt.Sprint(r.n), r.create.wall.Round(time.Millisecond).String(), fmt.Sprintf("%d/%d", r.onDigest, r.n),

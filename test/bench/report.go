@@ -30,9 +30,25 @@ const (
 	targetUnrelatedDrift = 0.10
 )
 
+// Targets of issue 18: scale to N=1000 and grow linearly or better.
+const (
+	targetLargeN    = 1000
+	targetLargeWall = 30 * time.Second
+	targetLargeRSS  = 160 << 20
+	// growthBaseN is the size the growth target compares the largest size with;
+	// growthRatioN is the size the Growth table's time ratio is relative to.
+	growthBaseN  = 200
+	growthRatioN = 50
+	// targetTimeGrowth bounds time per add-on at the largest N against growthBaseN;
+	// targetRSSGrowth bounds RSS per add-on above the N=1 baseline the same way.
+	targetTimeGrowth = 1.25
+	targetRSSGrowth  = 1.10
+)
+
 // Column headings used by several tables.
 const (
 	colOperator   = "Operator"
+	colApplied    = "Applied after"
 	colReconciles = "Reconciles"
 	colEtcdWrites = "etcd writes"
 	colWritten    = "What was written (Events apart)"
@@ -46,10 +62,12 @@ type reportData struct {
 	Sizes                   string
 	Unrelated               int
 	StockConcurrency        int
+	StockMaxN, ExtraN       int
 	MemoryLimit             string
 	Targets                 []string
 	Create, NoOp, Restart   [][]string
 	Drift, Memory, Render   [][]string
+	Growth                  [][]string
 	OCI                     [][]string
 	Failures                []string
 	// ColdStart has one line per size: each operator's cold start.
@@ -97,11 +115,13 @@ func (res *results) data(targets []string) reportData {
 		Sizes:            joinInts(res.options.sizes),
 		Unrelated:        res.options.unrelated,
 		StockConcurrency: res.options.stockConcurrency,
+		StockMaxN:        res.options.stockMaxN,
+		ExtraN:           res.options.extraSize(),
 		MemoryLimit:      res.options.memoryLimit.String(),
 		Targets:          targets,
 		Failures:         res.failures,
 	}
-	d.Create = [][]string{{colOperator, "N", "Applied after", "Created after", "Per add-on p50 / p99", "Requests / add-on",
+	d.Create = [][]string{{colOperator, "N", colApplied, "Created after", "Per add-on p50 / p99", "Requests / add-on",
 		"Writes / add-on (events)", "API server: requests / writes per add-on", "etcd writes / add-on"}}
 	d.NoOp = [][]string{{colOperator, "N", colReconciles, "Requests", "Writes", "Requests / reconcile", colEtcdWrites, colWritten}}
 	d.Restart = [][]string{{colOperator, "N", "Cold start: N reconciles", "Cold start: every add-on", colReconciles, "Discovery + lists", "Watches",
@@ -112,6 +132,7 @@ func (res *results) data(targets []string) reportData {
 		res.addRows(&d, r)
 	}
 	d.ColdStart = res.coldStartLines()
+	d.Growth = res.growthRows()
 	d.OCI = res.ociRows()
 	d.Render = [][]string{{"Render path", "ns/op", "allocs/op", "B/op"}}
 	for _, r := range res.render {
@@ -200,6 +221,8 @@ func (res *results) targets() []string {
 	out = append(out, res.noOpTargets()...)
 	out = append(out, res.speedTargets()...)
 	out = append(out, res.scaleTargets()...)
+	out = append(out, res.largeTargets()...)
+	out = append(out, res.growthTarget())
 	out = append(out, res.driftTarget())
 	if res.options.oci {
 		out = append(out, res.ociTarget())
@@ -322,14 +345,112 @@ func (res *results) scaleTargets() []string {
 		verdict(k.create.wall <= targetScaleWall, "N=%d applied within %s: %s%s", n, targetScaleWall, k.create.wall.Round(time.Millisecond), note),
 		verdict(k.mem.rss <= targetRSS, "manager RSS at N=%d at most %s: %s%s", n, mib(targetRSS), mib(k.mem.rss), note),
 	}
-	u, ok := res.find(implKaddons, n, res.options.unrelated)
+	u, ok := res.find(implKaddons, res.options.extraSize(), res.options.unrelated)
 	if !ok || res.options.unrelated == 0 {
-		return append(out, fmt.Sprintf("MISS manager RSS within 10%% with unrelated objects: not measured at N=%d", n))
+		return append(out, "MISS manager RSS within 10% with unrelated objects: not measured")
+	}
+	k, ok = res.find(implKaddons, u.n, 0)
+	if !ok {
+		return append(out, fmt.Sprintf("MISS manager RSS within 10%% with unrelated objects: kaddons was not measured at N=%d without them", u.n))
 	}
 	growth := float64(u.mem.rss-k.mem.rss) / float64(k.mem.rss)
 	return append(out, verdict(math.Abs(growth) <= targetUnrelatedDrift,
-		"manager RSS at N=%d within 10%% with %d unrelated Deployments and ConfigMaps: %s vs %s (%+.1f%%)%s",
-		n, res.options.unrelated, mib(u.mem.rss), mib(k.mem.rss), 100*growth, note))
+		"manager RSS at N=%d within 10%% with %d unrelated Deployments and ConfigMaps: %s vs %s (%+.1f%%)",
+		u.n, res.options.unrelated, mib(u.mem.rss), mib(k.mem.rss), 100*growth))
+}
+
+// largeTargets: N=1000 applied within 30 s with an RSS of at most 160 MiB.
+func (res *results) largeTargets() []string {
+	k, ok := res.find(implKaddons, targetLargeN, 0)
+	if !ok {
+		return []string{
+			fmt.Sprintf("MISS N=%d applied within %s: not measured", targetLargeN, targetLargeWall),
+			fmt.Sprintf("MISS manager RSS at N=%d at most %s: not measured", targetLargeN, mib(targetLargeRSS)),
+		}
+	}
+	return []string{
+		verdict(k.create.wall <= targetLargeWall, "N=%d applied within %s: %s", targetLargeN, targetLargeWall, k.create.wall.Round(time.Millisecond)),
+		verdict(k.mem.rss <= targetLargeRSS, "manager RSS at N=%d at most %s: %s", targetLargeN, mib(targetLargeRSS), mib(k.mem.rss)),
+	}
+}
+
+// growth is one run's place on the growth curve of its implementation.
+type growth struct {
+	// perAddon is the applied time per add-on.
+	perAddon time.Duration
+	// rssPerAddon is the RSS above the implementation's N=1 run, per add-on beyond the
+	// first; ok is false when there is no N=1 run.
+	rssPerAddon float64
+	ok          bool
+}
+
+// growthOf places r on its implementation's curve.
+func (res *results) growthOf(r run) growth {
+	g := growth{perAddon: r.create.wall / time.Duration(r.n)}
+	if base, found := res.find(r.impl.name, 1, 0); found && r.n > 1 {
+		g.rssPerAddon = float64(r.mem.rss-base.mem.rss) / float64(r.n-1)
+		g.ok = true
+	}
+	return g
+}
+
+// growthRows is the Growth table: per operator and size, the applied time and RSS per
+// add-on, the RSS per add-on above N=1, and time per add-on against N=50.
+func (res *results) growthRows() [][]string {
+	rows := [][]string{{colOperator, "N", colApplied, "Applied time / add-on", fmt.Sprintf("vs N=%d", growthRatioN),
+		"RSS", "RSS / add-on above N=1"}}
+	for _, im := range impls {
+		ref, hasRef := res.find(im.name, growthRatioN, 0)
+		for _, r := range res.runs {
+			if r.impl.name != im.name || r.unrelated != 0 {
+				continue
+			}
+			g := res.growthOf(r)
+			vs, perRSS := "-", "-"
+			if hasRef {
+				vs = fmt.Sprintf("%.2fx", ratio(float64(g.perAddon), float64(res.growthOf(ref).perAddon)))
+			}
+			if g.ok {
+				perRSS = fmt.Sprintf("%.0f KiB", g.rssPerAddon/1024)
+			}
+			rows = append(rows, []string{r.impl.label, fmt.Sprint(r.n), r.create.wall.Round(time.Millisecond).String(),
+				fmt.Sprintf("%.1f ms", float64(g.perAddon)/float64(time.Millisecond)), vs, mib(r.mem.rss), perRSS})
+		}
+	}
+	return rows
+}
+
+// growthTarget: kaddons' time and memory grow linearly or better with N. At the largest
+// size measured above N=200, the applied time per add-on is at most 1.25x that at N=200,
+// and the RSS per add-on above the N=1 run is at most 1.10x that at N=200 (the margins
+// absorb a noisy shared machine; a curve that bends upwards exceeds them).
+func (res *results) growthTarget() string {
+	const what = "time and memory grow linearly or better with N"
+	base, ok := res.find(implKaddons, growthBaseN, 0)
+	if !ok {
+		return fmt.Sprintf("MISS %s: kaddons was not measured at N=%d", what, growthBaseN)
+	}
+	var top run
+	for _, r := range res.runs {
+		if r.impl.name == implKaddons && r.unrelated == 0 && r.n > growthBaseN && r.n > top.n {
+			top = r
+		}
+	}
+	if top.n == 0 {
+		return fmt.Sprintf("MISS %s: kaddons was not measured above N=%d", what, growthBaseN)
+	}
+	b, t := res.growthOf(base), res.growthOf(top)
+	if !b.ok {
+		return fmt.Sprintf("MISS %s: kaddons was not measured at N=1, the memory baseline", what)
+	}
+	timeRatio := ratio(float64(t.perAddon), float64(b.perAddon))
+	rssRatio := ratio(t.rssPerAddon, b.rssPerAddon)
+	return verdict(timeRatio <= targetTimeGrowth && rssRatio <= targetRSSGrowth,
+		"%s (time per add-on at N=%d at most %.2fx, and RSS per add-on above N=1 at most %.2fx, their N=%d values): "+
+			"time %.1f ms vs %.1f ms (%.2fx), RSS %.0f KiB vs %.0f KiB (%.2fx)",
+		what, top.n, targetTimeGrowth, targetRSSGrowth, growthBaseN,
+		float64(t.perAddon)/float64(time.Millisecond), float64(b.perAddon)/float64(time.Millisecond), timeRatio,
+		t.rssPerAddon/1024, b.rssPerAddon/1024, rssRatio)
 }
 
 // driftTarget: one edited child is corrected with exactly one write.
@@ -365,7 +486,8 @@ func markdownTable(rows [][]string) string {
 
 // commandLine is how this run was invoked, for the report.
 func commandLine(o options) string {
-	s := fmt.Sprintf("bench -n %s -unrelated %d -stock-concurrency %d", joinInts(o.sizes), o.unrelated, o.stockConcurrency)
+	s := fmt.Sprintf("bench -n %s -unrelated %d -stock-concurrency %d -stock-max-n %d -extra-max-n %d",
+		joinInts(o.sizes), o.unrelated, o.stockConcurrency, o.stockMaxN, o.extraMaxN)
 	if o.memoryLimitFlag != "" {
 		s += " -memory-limit " + o.memoryLimitFlag
 	}
