@@ -29,8 +29,8 @@ type results struct {
 	render   []renderResult
 	runs     []run
 	oci      []ociRun
-	// failures lists the runs that did not complete.
-	failures []string
+	// failures lists the runs that did not complete; skipped, what was not measured and why.
+	failures, skipped []string
 }
 
 // runBench measures every implementation at every size and writes the report.
@@ -63,7 +63,8 @@ func runBench(ctx context.Context, o options) error {
 		}
 	}
 
-	res := &results{started: time.Now(), options: o, machine: readMachine(), versions: readVersions(ctx, repo)}
+	skipped := findFlux(ctx, &o)
+	res := &results{started: time.Now(), options: o, machine: readMachine(), versions: readVersions(ctx, repo), skipped: skipped}
 	if o.onlyOCI {
 		for _, n := range o.sizes {
 			res.measureOCI(ctx, o, n, work)
@@ -97,6 +98,21 @@ func runBench(ctx context.Context, o options) error {
 	}
 	res.duration = time.Since(res.started)
 	return res.write(o)
+}
+
+// findFlux sets o.fluxDir when Flux is to be measured, or drops Flux from o.impls and
+// returns the note saying why it was not measured and how to build it.
+func findFlux(ctx context.Context, o *options) []string {
+	if !slices.Contains(o.impls, implFlux) {
+		return nil
+	}
+	var missing string
+	if o.fluxDir, missing = fluxBuild(ctx, o.repo); missing == "" {
+		return nil
+	}
+	fmt.Printf("bench: %s\n", missing)
+	o.impls = slices.DeleteFunc(o.impls, func(name string) bool { return name == implFlux })
+	return []string{missing}
 }
 
 // extraSize is the size of the unrelated-objects and OCI runs: the largest -n size up to

@@ -48,16 +48,17 @@ type cluster struct {
 	self    *selfCounter
 }
 
-// startCluster starts a control plane and installs the kaddons and bench CRDs.
-func startCluster(repo string) (*cluster, error) {
+// startCluster starts a control plane and installs the kaddons and bench CRDs, and those
+// in extraCRDs.
+func startCluster(repo string, extraCRDs ...string) (*cluster, error) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		return nil, fmt.Errorf("KUBEBUILDER_ASSETS is not set: run `make bench`, or set it to $(hack/toolchain.sh dir)")
 	}
 	env := &envtest.Environment{
-		CRDDirectoryPaths: []string{
+		CRDDirectoryPaths: append([]string{
 			filepath.Join(repo, "config", "crd", "bases"),
 			filepath.Join(repo, "test", "bench", "testdata", "crd"),
-		},
+		}, extraCRDs...),
 		ErrorIfCRDPathMissing: true,
 	}
 	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", serviceCIDR)

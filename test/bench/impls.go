@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -30,6 +32,8 @@ type impl struct {
 	command func(p procPaths) (string, []string)
 	// env returns what the operator's environment adds to the bench's.
 	env func(p procPaths) []string
+	// processes, when set, replaces command and env: the operator's processes.
+	processes func(p procPaths) ([]procSpec, error)
 	// applied reports whether an add-on reports the applied version for its generation.
 	applied func(u *unstructured.Unstructured) bool
 	// maxN returns the largest N the implementation runs at, from the options; 0 is no
@@ -38,6 +42,20 @@ type impl struct {
 	// spec is every add-on's spec; nil is an empty spec (the default channel's version
 	// from the operator's own packages).
 	spec map[string]any
+	// instanceSpec, when set, adds the fields of the add-on in namespace to spec.
+	instanceSpec func(namespace string) map[string]any
+	// touchAnnotation is the annotation the no-op phase changes; empty is
+	// bench.kaddons.dev/touched.
+	touchAnnotation string
+	// requestOnDrift: the operator does not watch what it applied, so the drift phase
+	// asks for a reconcile of the drifted add-on (its touchAnnotation), as its interval
+	// would.
+	requestOnDrift bool
+	// setup, when set, prepares the run once the operator is ready and before the create
+	// phase.
+	setup func(ctx context.Context, s *scenario) error
+	// crdDirs lists the CRDs the control plane needs besides kaddons' and the bench's.
+	crdDirs func(p procPaths) []string
 }
 
 // procPaths are what an operator process needs from the bench.
@@ -50,6 +68,8 @@ type procPaths struct {
 	kaddonsFlags []string
 	// memoryLimit is the kaddons manager's GOMEMLIMIT.
 	memoryLimit memoryLimit
+	// flux is where Flux's processes are and keep their artifacts.
+	flux fluxPaths
 }
 
 // coreDNS is the add-on's component name, and the name of its Deployment and of
@@ -87,6 +107,7 @@ var impls = []impl{
 	},
 	stockImpl(implStockDirect, "stock KDP, DirectApplier", "direct"),
 	stockImpl(implStockApplySet, "stock KDP, ApplySet applier", "applyset"),
+	fluxImpl(),
 }
 
 // stockImpl describes the stock reconciler run with one of KDP's appliers.
@@ -170,8 +191,20 @@ func (im impl) newAddon(namespace, name string) *unstructured.Unstructured {
 	u.SetGroupVersionKind(im.gvr.GroupVersion().WithKind(im.kind))
 	u.SetNamespace(namespace)
 	u.SetName(name)
-	u.Object["spec"] = withSpec(im.spec)
+	spec := withSpec(im.spec)
+	if im.instanceSpec != nil {
+		maps.Copy(spec, im.instanceSpec(namespace))
+	}
+	u.Object["spec"] = spec
 	return u
+}
+
+// touchKey is the annotation the no-op phase changes on im's add-ons.
+func (im impl) touchKey() string {
+	if im.touchAnnotation != "" {
+		return im.touchAnnotation
+	}
+	return "bench.kaddons.dev/touched"
 }
 
 // resourcePath is the API path of the add-on collection across namespaces, which the

@@ -186,9 +186,10 @@ func createAddons(ctx context.Context, c *cluster, im impl, n int) (createResult
 }
 
 // touchAddons changes an annotation on each of the n add-ons: a change that passes
-// every operator's event filter but leaves the spec, and so the desired state, alone.
+// every operator's event filter but leaves the spec, and so the desired state, alone
+// (for Flux, the annotation that requests a reconcile).
 func touchAddons(ctx context.Context, c *cluster, im impl, n int, value string) error {
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{"bench.kaddons.dev/touched":%q}}}`, value)
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, im.touchKey(), value)
 	return parallel(ctx, n, func(ctx context.Context, i int) error {
 		ns, name := addonRef(i)
 		u := im.newAddon(ns, name)

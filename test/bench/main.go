@@ -51,8 +51,11 @@ type options struct {
 	// stockMaxN is the largest N the stock KDP rows run at; extraMaxN caps the size of
 	// the unrelated-objects and OCI runs.
 	stockMaxN, extraMaxN int
-	skipRender           bool
-	oci, onlyOCI         bool
+	// fluxMaxN is the largest N the Flux rows run at; fluxDir is Flux's build.
+	fluxMaxN     int
+	fluxDir      string
+	skipRender   bool
+	oci, onlyOCI bool
 	// kaddonsConfig is the configuration file runBench writes for the kaddons manager.
 	kaddonsConfig string
 	// memoryLimit is the kaddons manager's GOMEMLIMIT, as its Deployment sets it, resolved
@@ -75,6 +78,7 @@ func main() {
 	fs.StringVar(&sizes, "n", "1,50,200,500", "Comma-separated numbers of CoreDNS instances to measure.")
 	fs.IntVar(&o.stockMaxN, "stock-max-n", 500,
 		"The largest -n size the stock KDP rows run at (they take minutes per size); 0 runs them at every size.")
+	fs.IntVar(&o.fluxMaxN, "flux-max-n", 500, "The largest -n size the Flux rows run at; 0 runs them at every size.")
 	fs.IntVar(&o.extraMaxN, "extra-max-n", 1000,
 		"The unrelated-objects and OCI runs go at the largest -n size up to this one (the smallest size when none is); 0 means the largest.")
 	fs.IntVar(&o.unrelated, "unrelated", 5000,

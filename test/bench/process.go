@@ -21,15 +21,33 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// operator is one running operator process.
+// operator is one running operator: one process, or several (Flux's two controllers).
 type operator struct {
-	impl        impl
+	impl  impl
+	procs []*process
+}
+
+// process is one running process of an operator.
+type process struct {
+	name        string
 	cmd         *exec.Cmd
 	metricsAddr string
 	logPath     string
 	// exited is closed when the process has exited; waitErr is then its exit status.
 	exited  chan struct{}
 	waitErr error
+}
+
+// procSpec is how to start one process of an operator.
+type procSpec struct {
+	// name names the process in logs and in the report.
+	name string
+	bin  string
+	args []string
+	// env is added to the bench's environment.
+	env []string
+	// metricsAddr is where the process serves its controller-runtime metrics.
+	metricsAddr string
 }
 
 // writeKubeconfig writes a kubeconfig that points at the proxy, without credentials:
@@ -57,75 +75,150 @@ func freeLoopbackAddr() (string, error) {
 	return addr, ln.Close()
 }
 
-// startOperator starts im's process with kubeconfig, logging to a file in dir.
-func startOperator(im impl, paths procPaths, kubeconfig, dir, logName string) (*operator, error) {
+// specs returns the processes of im: its own list, or the one process of its command.
+func (im impl) specs(paths procPaths) ([]procSpec, error) {
+	if im.processes != nil {
+		return im.processes(paths)
+	}
 	addr, err := freeLoopbackAddr()
 	if err != nil {
 		return nil, err
 	}
 	paths.metricsAddr = addr
 	bin, args := im.command(paths)
-	logPath := filepath.Join(dir, logName+".log")
+	spec := procSpec{name: im.name, bin: bin, args: args, metricsAddr: addr}
+	if im.env != nil {
+		spec.env = im.env(paths)
+	}
+	return []procSpec{spec}, nil
+}
+
+// startOperator starts im's processes with kubeconfig, each logging to a file in dir.
+func startOperator(im impl, paths procPaths, kubeconfig, dir, logName string) (*operator, error) {
+	specs, err := im.specs(paths)
+	if err != nil {
+		return nil, err
+	}
+	op := &operator{impl: im}
+	for _, spec := range specs {
+		name := logName
+		if len(specs) > 1 {
+			name += "-" + spec.name
+		}
+		p, err := startProcess(spec, kubeconfig, filepath.Join(dir, name+".log"))
+		if err != nil {
+			return nil, errors.Join(err, op.stop())
+		}
+		op.procs = append(op.procs, p)
+	}
+	return op, nil
+}
+
+// startProcess starts one process of an operator.
+func startProcess(spec procSpec, kubeconfig, logPath string) (*process, error) {
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, fmt.Errorf("creating the operator log: %w", err)
 	}
-	cmd := exec.Command(bin, args...)
+	cmd := exec.Command(spec.bin, spec.args...)
 	// The bench's own GOMEMLIMIT, if any, is not the operator's.
 	cmd.Env = append(withoutEnv(os.Environ(), goMemLimitEnv, "KUBECONFIG"), "KUBECONFIG="+kubeconfig)
-	if im.env != nil {
-		cmd.Env = append(cmd.Env, im.env(paths)...)
-	}
+	cmd.Env = append(cmd.Env, spec.env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()
-		return nil, fmt.Errorf("starting %s: %w", bin, err)
+		return nil, fmt.Errorf("starting %s: %w", spec.bin, err)
 	}
-	op := &operator{impl: im, cmd: cmd, metricsAddr: addr, logPath: logPath, exited: make(chan struct{})}
+	p := &process{name: spec.name, cmd: cmd, metricsAddr: spec.metricsAddr, logPath: logPath, exited: make(chan struct{})}
 	go func() {
-		op.waitErr = cmd.Wait()
+		p.waitErr = cmd.Wait()
 		_ = logFile.Close()
-		close(op.exited)
+		close(p.exited)
 	}()
-	return op, nil
+	return p, nil
 }
 
-// stop asks the operator to shut down and kills it if it does not within 30 seconds.
+// logs names the operator's log files.
+func (o *operator) logs() string {
+	paths := make([]string, 0, len(o.procs))
+	for _, p := range o.procs {
+		paths = append(paths, p.logPath)
+	}
+	return strings.Join(paths, ", ")
+}
+
+// stop stops the operator's processes, last started first.
 func (o *operator) stop() error {
-	if err := o.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("stopping the operator: %w", err)
+	var errs []error
+	for i := len(o.procs) - 1; i >= 0; i-- {
+		errs = append(errs, o.procs[i].stop())
+	}
+	return errors.Join(errs...)
+}
+
+// stop asks the process to shut down and kills it if it does not within 30 seconds.
+func (p *process) stop() error {
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("stopping %s: %w", p.name, err)
 	}
 	select {
-	case <-o.exited:
+	case <-p.exited:
 		return nil
 	case <-time.After(30 * time.Second):
-		_ = o.cmd.Process.Kill()
-		<-o.exited
-		return fmt.Errorf("the operator did not stop within 30s and was killed (log: %s)", o.logPath)
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+		return fmt.Errorf("%s did not stop within 30s and was killed (log: %s)", p.name, p.logPath)
 	}
 }
 
-// alive returns an error when the process has exited.
+// alive returns an error when one of the processes has exited.
 func (o *operator) alive() error {
-	select {
-	case <-o.exited:
-		return fmt.Errorf("the %s operator exited (%v); see %s", o.impl.name, o.waitErr, o.logPath)
-	default:
-		return nil
+	for _, p := range o.procs {
+		select {
+		case <-p.exited:
+			return fmt.Errorf("%s of the %s operator exited (%v); see %s", p.name, o.impl.name, p.waitErr, p.logPath)
+		default:
+		}
 	}
+	return nil
 }
 
 // memory is the operator's resident memory.
 type memory struct {
-	// rss and peak are VmRSS and VmHWM, in bytes.
+	// rss and peak are VmRSS and VmHWM, in bytes, summed over the processes.
 	rss, peak int64
+	// byProcess is each process's VmRSS, when there are several.
+	byProcess []processMemory
 }
 
-// memory reads the operator's resident set from /proc.
+// processMemory is the VmRSS of one process.
+type processMemory struct {
+	name string
+	rss  int64
+}
+
+// memory reads the resident set of the operator's processes from /proc.
 func (o *operator) memory() (memory, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", o.cmd.Process.Pid))
+	var total memory
+	for _, p := range o.procs {
+		m, err := p.memory()
+		if err != nil {
+			return memory{}, err
+		}
+		total.rss += m.rss
+		total.peak += m.peak
+		if len(o.procs) > 1 {
+			total.byProcess = append(total.byProcess, processMemory{name: p.name, rss: m.rss})
+		}
+	}
+	return total, nil
+}
+
+// memory reads the process's resident set from /proc.
+func (p *process) memory() (memory, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
 	if err != nil {
-		return memory{}, fmt.Errorf("reading the operator's memory: %w", err)
+		return memory{}, fmt.Errorf("reading the memory of %s: %w", p.name, err)
 	}
 	defer func() { _ = f.Close() }()
 	var m memory
@@ -160,22 +253,39 @@ type operatorMetrics struct {
 	memLimit float64
 }
 
-// metrics scrapes the operator's metrics endpoint.
+// metrics scrapes the metrics endpoints of the operator's processes and adds them up.
 func (o *operator) metrics(ctx context.Context) (operatorMetrics, error) {
+	var total operatorMetrics
+	for _, p := range o.procs {
+		m, err := p.metrics(ctx, o.impl)
+		if err != nil {
+			return operatorMetrics{}, err
+		}
+		total.reconciles += m.reconciles
+		total.addons += m.addons
+		total.goroutines += m.goroutines
+		total.heap += m.heap
+		total.memLimit = max(total.memLimit, m.memLimit)
+	}
+	return total, nil
+}
+
+// metrics scrapes the process's metrics endpoint.
+func (p *process) metrics(ctx context.Context, im impl) (operatorMetrics, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+o.metricsAddr+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.metricsAddr+"/metrics", nil)
 	if err != nil {
 		return operatorMetrics{}, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return operatorMetrics{}, fmt.Errorf("reading the operator's metrics: %w", err)
+		return operatorMetrics{}, fmt.Errorf("reading the metrics of %s: %w", p.name, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	keep := []string{"controller_runtime_reconcile_total", "go_goroutines", "go_memstats_heap_inuse_bytes", "go_gc_gomemlimit_bytes"}
-	if o.impl.perAddonMetric != "" {
-		keep = append(keep, o.impl.perAddonMetric)
+	if im.perAddonMetric != "" {
+		keep = append(keep, im.perAddonMetric)
 	}
 	ss, err := parseSamples(resp.Body, keep...)
 	if err != nil {
@@ -183,12 +293,12 @@ func (o *operator) metrics(ctx context.Context) (operatorMetrics, error) {
 	}
 	return operatorMetrics{
 		reconciles: ss.sum("controller_runtime_reconcile_total", func(l map[string]string) bool {
-			return l["controller"] == o.impl.controller
+			return l["controller"] == im.controller
 		}),
 		goroutines: ss.sum("go_goroutines", nil),
 		heap:       ss.sum("go_memstats_heap_inuse_bytes", nil),
 		memLimit:   ss.sum("go_gc_gomemlimit_bytes", nil),
-		addons:     ss.addons(o.impl.perAddonMetric, o.impl.kind),
+		addons:     ss.addons(im.perAddonMetric, im.kind),
 	}, nil
 }
 
@@ -204,7 +314,7 @@ func (o *operator) waitReady(ctx context.Context, p *countingProxy, quiet time.D
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for the %s operator to start (log: %s): %w", o.impl.name, o.logPath, ctx.Err())
+			return fmt.Errorf("waiting for the %s operator to start (log: %s): %w", o.impl.name, o.logs(), ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -254,7 +364,7 @@ func (o *operator) waitColdStart(ctx context.Context, p *countingProxy, started 
 		}
 		select {
 		case <-ctx.Done():
-			return cs, fmt.Errorf("waiting for %d add-ons to be reconciled after a restart (log: %s): %w", n, o.logPath, ctx.Err())
+			return cs, fmt.Errorf("waiting for %d add-ons to be reconciled after a restart (log: %s): %w", n, o.logs(), ctx.Err())
 		case <-time.After(coldStartPoll):
 		}
 	}
@@ -277,7 +387,7 @@ func (o *operator) waitReconciles(ctx context.Context, p *countingProxy, want fl
 		}
 		select {
 		case <-ctx.Done():
-			return 0, fmt.Errorf("waiting for %v reconciles (log: %s): %w", want, o.logPath, ctx.Err())
+			return 0, fmt.Errorf("waiting for %v reconciles (log: %s): %w", want, o.logs(), ctx.Err())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

@@ -63,13 +63,16 @@ type reportData struct {
 	Unrelated               int
 	StockConcurrency        int
 	StockMaxN, ExtraN       int
+	FluxMaxN                int
+	FluxSource              string
+	FluxKustomize           string
 	MemoryLimit             string
 	Targets                 []string
 	Create, NoOp, Restart   [][]string
 	Drift, Memory, Render   [][]string
 	Growth                  [][]string
 	OCI                     [][]string
-	Failures                []string
+	Failures, Skipped       []string
 	// ColdStart has one line per size: each operator's cold start.
 	ColdStart []string
 }
@@ -120,6 +123,10 @@ func (res *results) data(targets []string) reportData {
 		MemoryLimit:      res.options.memoryLimit.String(),
 		Targets:          targets,
 		Failures:         res.failures,
+		Skipped:          res.skipped,
+		FluxMaxN:         res.options.fluxMaxN,
+		FluxSource:       fmt.Sprintf("--concurrent=%d", fluxSourceConcurrency),
+		FluxKustomize:    fmt.Sprintf("--concurrent=%d", fluxKustomizeConcurrency),
 	}
 	d.Create = [][]string{{colOperator, "N", colApplied, "Created after", "Per add-on p50 / p99", "Requests / add-on",
 		"Writes / add-on (events)", "API server: requests / writes per add-on", "etcd writes / add-on"}}
@@ -144,7 +151,7 @@ func (res *results) data(targets []string) reportData {
 // addRows adds one run's rows to the tables.
 func (res *results) addRows(d *reportData, r run) {
 	n := fmt.Sprint(r.n)
-	d.Memory = append(d.Memory, []string{r.impl.label, n, fmt.Sprint(r.unrelated), mib(r.mem.rss), mib(r.mem.peak),
+	d.Memory = append(d.Memory, []string{r.impl.label, n, fmt.Sprint(r.unrelated), rssText(r.mem), mib(r.mem.peak),
 		mib(int64(r.heap)), goMemLimit(r.memLimit), fmt.Sprintf("%.0f", r.goroutines), fmt.Sprint(r.watches)})
 	if r.unrelated > 0 {
 		return
@@ -174,6 +181,18 @@ func (res *results) addRows(d *reportData, r run) {
 	d.Drift = append(d.Drift, []string{r.impl.label, n, dr.corrected.Round(time.Millisecond).String(),
 		fmt.Sprint(dr.counts.requests()), fmt.Sprint(dr.counts.objectWrites()), fmt.Sprint(dr.counts.eventWrites),
 		fmt.Sprintf("%.0f", dr.server.etcdWrites), summarizeWrites(dr.writes)})
+}
+
+// rssText formats an operator's RSS, with each process's share when it has several.
+func rssText(m memory) string {
+	if len(m.byProcess) == 0 {
+		return mib(m.rss)
+	}
+	parts := make([]string, 0, len(m.byProcess))
+	for _, p := range m.byProcess {
+		parts = append(parts, p.name+" "+mib(p.rss))
+	}
+	return fmt.Sprintf("%s (%s)", mib(m.rss), strings.Join(parts, " + "))
 }
 
 // eachText is the per-add-on cold start of r, or why there is none.
@@ -220,6 +239,7 @@ func (res *results) targets() []string {
 	out := make([]string, 0, 9)
 	out = append(out, res.noOpTargets()...)
 	out = append(out, res.speedTargets()...)
+	out = append(out, res.fluxTarget())
 	out = append(out, res.scaleTargets()...)
 	out = append(out, res.largeTargets()...)
 	out = append(out, res.growthTarget())
@@ -331,6 +351,30 @@ func (res *results) speedTargets() []string {
 			n, cmp.factor, stockImpl.label, speedup, k.create.wall.Round(time.Millisecond), s.create.wall.Round(time.Millisecond), note))
 	}
 	return out
+}
+
+// Flux target of issue 18.
+const (
+	targetFluxN       = 500
+	targetFluxSpeedup = 3.0
+)
+
+// fluxTarget: kaddons applies N=500 at least 3x faster than Flux's kustomize-controller,
+// with fewer requests per add-on and less memory (Flux's two processes together).
+func (res *results) fluxTarget() string {
+	const what = "applied at least 3x faster than Flux's kustomize-controller, with fewer requests per add-on and less memory"
+	n, note := res.pickSize(targetFluxN, implKaddons, implFlux)
+	if n == 0 {
+		return fmt.Sprintf("MISS N=%d %s: not measured", targetFluxN, what)
+	}
+	k, _ := res.find(implKaddons, n, 0)
+	f, _ := res.find(implFlux, n, 0)
+	speedup := ratio(f.create.wall.Seconds(), k.create.wall.Seconds())
+	kReq, fReq := perAddon(k.createCounts.requests(), n), perAddon(f.createCounts.requests(), n)
+	pass := speedup >= targetFluxSpeedup && kReq < fReq && k.mem.rss < f.mem.rss
+	return verdict(pass, "N=%d %s: %.1fx (kaddons %s, Flux %s); %.1f vs %.1f requests per add-on; RSS %s vs %s%s",
+		n, what, speedup, k.create.wall.Round(time.Millisecond), f.create.wall.Round(time.Millisecond), kReq, fReq,
+		mib(k.mem.rss), mib(f.mem.rss), note)
 }
 
 // scaleTargets: N=500 applied within 15 s, RSS at most 120 MiB, and within 10% with

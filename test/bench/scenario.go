@@ -82,6 +82,8 @@ type scenario struct {
 	kube    string
 	// trace logs every proxied request when -keep is set.
 	trace *os.File
+	// cleanups run when the scenario closes, last added first.
+	cleanups []func() error
 }
 
 // measure performs one run: a fresh control plane, optionally unrelated objects, the
@@ -92,6 +94,11 @@ func measure(ctx context.Context, o options, im impl, n, unrelated int, full boo
 			kaddonsConfig: o.kaddonsConfig, memoryLimit: o.memoryLimit}}
 	defer func() { err = errors.Join(err, s.close()) }()
 	r = run{impl: im, n: n, unrelated: unrelated, full: full}
+	if im.name == implFlux {
+		if s.paths.flux, err = newFluxPaths(o, work, n); err != nil {
+			return r, err
+		}
+	}
 
 	if err := s.start(ctx); err != nil {
 		return r, err
@@ -125,7 +132,11 @@ func measure(ctx context.Context, o options, im impl, n, unrelated int, full boo
 // start brings up the control plane, the unrelated objects, the proxy and the operator.
 func (s *scenario) start(ctx context.Context) error {
 	var err error
-	if s.cluster, err = startCluster(s.o.repo); err != nil {
+	var crds []string
+	if s.im.crdDirs != nil {
+		crds = s.im.crdDirs(s.paths)
+	}
+	if s.cluster, err = startCluster(s.o.repo, crds...); err != nil {
 		return err
 	}
 	if s.unrelated > 0 {
@@ -161,7 +172,16 @@ func (s *scenario) startOperator(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	return s.op.waitReady(ctx, s.proxy, s.o.quiet)
+	if err := s.op.waitReady(ctx, s.proxy, s.o.quiet); err != nil {
+		return err
+	}
+	if s.im.setup == nil {
+		return nil
+	}
+	if err := s.im.setup(ctx, s); err != nil {
+		return err
+	}
+	return s.proxy.waitQuiet(ctx, s.o.quiet)
 }
 
 // close stops whatever start started, in reverse order.
@@ -178,6 +198,9 @@ func (s *scenario) close() error {
 	}
 	if s.trace != nil {
 		errs = append(errs, s.trace.Close())
+	}
+	for i := len(s.cleanups) - 1; i >= 0; i-- {
+		errs = append(errs, s.cleanups[i]())
 	}
 	return errors.Join(errs...)
 }
@@ -309,6 +332,11 @@ func (s *scenario) driftPhase(ctx context.Context) (drift, error) {
 		patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, driftReplicas)
 		if err := s.cluster.client.Patch(ctx, deploy, client.RawPatch(types.MergePatchType, []byte(patch)), client.FieldOwner("bench-drift")); err != nil {
 			return fmt.Errorf("editing Deployment %s: %w", key, err)
+		}
+		if s.im.requestOnDrift {
+			if err := touchAddons(ctx, s.cluster, s.im, 1, time.Now().Format(time.RFC3339Nano)); err != nil {
+				return err
+			}
 		}
 		for {
 			if err := s.cluster.client.Get(ctx, key, deploy); err != nil {
