@@ -157,6 +157,7 @@ type Reconciler struct {
 	recorder events.EventRecorder
 	opts     Options
 	renders  renderCache
+	parsed   parseCache
 	written  statusCache
 	applier  *applier
 	// impersonator builds the clients of add-ons applied as a ServiceAccount.

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -166,9 +168,10 @@ func renderFailure(err error, kind, version string) outcome {
 	return out
 }
 
-// transform parses the package's YAML and runs every transform over it, in order.
+// transform parses the package's YAML (once per package output: parseCache) and runs
+// every transform over a copy of it, in order.
 func (r *Reconciler) transform(ctx context.Context, in RenderInput, manifest string) (*Objects, error) {
-	objects, err := parseObjects(ctx, manifest)
+	objects, err := r.parsed.objects(ctx, manifest)
 	if err != nil {
 		return nil, err
 	}
@@ -250,4 +253,64 @@ func (c *renderCache) forget(name types.NamespacedName) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.entries, name)
+}
+
+// parseCache keeps the parsed objects of the last few package outputs, so that the
+// add-ons of one package version, however many, parse its YAML once: each render gets
+// deep copies, which cost a fraction of parsing. The add-ons of a kind use few versions
+// at a time; a version beyond parseCacheSize pushes out the oldest.
+type parseCache struct {
+	mu      sync.Mutex
+	entries []parsedManifest
+}
+
+type parsedManifest struct {
+	manifest string
+	objects  []*unstructured.Unstructured
+	blobs    [][]byte
+}
+
+// parseCacheSize bounds the package outputs parseCache keeps per add-on kind.
+const parseCacheSize = 8
+
+// objects returns a fresh copy of manifest's objects, parsing it only when it is not
+// cached.
+func (c *parseCache) objects(ctx context.Context, manifest string) (*Objects, error) {
+	c.mu.Lock()
+	var hit parsedManifest
+	found := false
+	for _, e := range c.entries {
+		if e.manifest == manifest {
+			hit, found = e, true
+			break
+		}
+	}
+	c.mu.Unlock()
+	if !found {
+		parsed, err := parseObjects(ctx, manifest)
+		if err != nil {
+			return nil, err
+		}
+		entry := parsedManifest{manifest: manifest, blobs: parsed.Blobs}
+		for _, o := range parsed.Items {
+			entry.objects = append(entry.objects, o.UnstructuredObject().DeepCopy())
+		}
+		c.mu.Lock()
+		c.entries = append(c.entries, entry)
+		if len(c.entries) > parseCacheSize {
+			c.entries = slices.Delete(c.entries, 0, 1)
+		}
+		c.mu.Unlock()
+		// The parsed objects are this render's own; the cache keeps copies.
+		return parsed, nil
+	}
+	out := &Objects{Blobs: slices.Clone(hit.blobs), Items: make([]*Object, 0, len(hit.objects))}
+	for _, u := range hit.objects {
+		o, err := newObject(u.DeepCopy())
+		if err != nil {
+			return nil, err
+		}
+		out.Items = append(out.Items, o)
+	}
+	return out, nil
 }

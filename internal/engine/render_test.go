@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -47,6 +48,62 @@ func TestRenderCache(t *testing.T) {
 				t.Fatalf("get = %p, %v; want hit %v", got, hit, tc.hit)
 			}
 		})
+	}
+}
+
+// TestParseCacheHandsOutCopies parses a manifest once and hands every render a copy of
+// its own: a transform's change to one render never reaches the next, and a cached
+// render equals a fresh parse.
+func TestParseCacheHandsOutCopies(t *testing.T) {
+	ctx := context.Background()
+	manifest := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\ndata:\n  k: v\n---\n" +
+		"apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: b\nspec:\n  replicas: 2\n"
+	fresh, err := parseObjects(ctx, manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c parseCache
+	first, err := c.objects(ctx, manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Items[0].AddLabels(map[string]string{"changed": "yes"})
+	for i := 0; i < 2; i++ {
+		again, err := c.objects(ctx, manifest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(again.Items) != len(fresh.Items) {
+			t.Fatalf("render %d has %d objects, want %d", i, len(again.Items), len(fresh.Items))
+		}
+		for j, o := range again.Items {
+			if !equality.Semantic.DeepEqual(o.UnstructuredObject().Object, fresh.Items[j].UnstructuredObject().Object) {
+				t.Errorf("render %d, object %d = %v, want %v", i, j, o.UnstructuredObject().Object, fresh.Items[j].UnstructuredObject().Object)
+			}
+			if o.Kind != fresh.Items[j].Kind || o.GetName() != fresh.Items[j].GetName() {
+				t.Errorf("render %d, object %d is %s %s, want %s %s", i, j, o.Kind, o.GetName(), fresh.Items[j].Kind, fresh.Items[j].GetName())
+			}
+		}
+		again.Items[1].UnstructuredObject().Object["spec"] = nil
+	}
+	// KDP keeps a document it cannot read as an object as a blob; so does every copy.
+	withBlob := manifest + "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x\n"
+	for i := 0; i < 2; i++ {
+		got, err := c.objects(ctx, withBlob)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Blobs) != 1 || len(got.Items) != 2 {
+			t.Errorf("render %d of a manifest with a blob: %d objects, %d blobs; want 2 and 1", i, len(got.Items), len(got.Blobs))
+		}
+	}
+	for i := 0; i < parseCacheSize+3; i++ {
+		if _, err := c.objects(ctx, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c%d\n", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(c.entries) != parseCacheSize {
+		t.Errorf("the cache keeps %d package outputs, want at most %d", len(c.entries), parseCacheSize)
 	}
 }
 
