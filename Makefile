@@ -299,8 +299,8 @@ BENCH_UNRELATED ?= 5000
 BENCH_FLAGS ?=
 
 .PHONY: bench
-bench: $(LOCALBIN) ## Measure kaddons against stock KDP on a real kube-apiserver and etcd; writes docs/performance.md (at most 45 minutes).
-	hack/toolchain.sh build etcd kube-apiserver
+bench: $(LOCALBIN) ## Measure kaddons against stock KDP and Flux on a real kube-apiserver and etcd; writes docs/performance.md (at most 45 minutes).
+	hack/toolchain.sh build etcd kube-apiserver flux
 	go build -o $(LOCALBIN)/bench ./test/bench
 	KUBEBUILDER_ASSETS="$$(hack/toolchain.sh dir)" $(LOCALBIN)/bench -repo . -n $(BENCH_SIZES) -unrelated $(BENCH_UNRELATED) \
 		-out docs/performance.md $(BENCH_FLAGS)

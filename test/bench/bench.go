@@ -83,7 +83,7 @@ func runBench(ctx context.Context, o options) error {
 			if !im.runsAt(o, n) {
 				continue
 			}
-			res.measure(ctx, o, im, n, 0, true, work)
+			res.measure(ctx, o, im, n, 0, im.fullAt(o, n), work)
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}

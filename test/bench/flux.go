@@ -80,6 +80,7 @@ func fluxImpl() impl {
 		// Flux's recorder observes every reconcile's duration, per object.
 		perAddonMetric:  "gotk_reconcile_duration_seconds_count",
 		maxN:            func(o options) int { return o.fluxMaxN },
+		fullMaxN:        func(o options) int { return o.fluxFullMaxN },
 		processes:       fluxProcesses,
 		touchAnnotation: fluxRequestedAt,
 		requestOnDrift:  true,

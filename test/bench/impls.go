@@ -37,8 +37,9 @@ type impl struct {
 	// applied reports whether an add-on reports the applied version for its generation.
 	applied func(u *unstructured.Unstructured) bool
 	// maxN returns the largest N the implementation runs at, from the options; 0 is no
-	// limit.
-	maxN func(o options) int
+	// limit. fullMaxN, when set, is the largest N of its full runs (the steady-state
+	// phases); above it, only the create phase and the memory are measured.
+	maxN, fullMaxN func(o options) int
 	// spec is every add-on's spec; nil is an empty spec (the default channel's version
 	// from the operator's own packages).
 	spec map[string]any
@@ -141,6 +142,15 @@ func (im impl) runsAt(o options, n int) bool {
 		return true
 	}
 	limit := im.maxN(o)
+	return limit <= 0 || n <= limit
+}
+
+// fullAt reports whether the implementation's run at size n measures the steady state.
+func (im impl) fullAt(o options, n int) bool {
+	if im.fullMaxN == nil {
+		return true
+	}
+	limit := im.fullMaxN(o)
 	return limit <= 0 || n <= limit
 }
 

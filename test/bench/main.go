@@ -51,11 +51,12 @@ type options struct {
 	// stockMaxN is the largest N the stock KDP rows run at; extraMaxN caps the size of
 	// the unrelated-objects and OCI runs.
 	stockMaxN, extraMaxN int
-	// fluxMaxN is the largest N the Flux rows run at; fluxDir is Flux's build.
-	fluxMaxN     int
-	fluxDir      string
-	skipRender   bool
-	oci, onlyOCI bool
+	// fluxMaxN is the largest N the Flux rows run at, fluxFullMaxN the largest of its full
+	// runs; fluxDir is Flux's build.
+	fluxMaxN, fluxFullMaxN int
+	fluxDir                string
+	skipRender             bool
+	oci, onlyOCI           bool
 	// kaddonsConfig is the configuration file runBench writes for the kaddons manager.
 	kaddonsConfig string
 	// memoryLimit is the kaddons manager's GOMEMLIMIT, as its Deployment sets it, resolved
@@ -79,6 +80,9 @@ func main() {
 	fs.IntVar(&o.stockMaxN, "stock-max-n", 500,
 		"The largest -n size the stock KDP rows run at (they take minutes per size); 0 runs them at every size.")
 	fs.IntVar(&o.fluxMaxN, "flux-max-n", 500, "The largest -n size the Flux rows run at; 0 runs them at every size.")
+	fs.IntVar(&o.fluxFullMaxN, "flux-full-max-n", 50,
+		"The largest -n size at which Flux's no-op, drift and restart phases run (each reconciles every Kustomization "+
+			"again); above it only its create phase and memory are measured. 0 runs them at every size.")
 	fs.IntVar(&o.extraMaxN, "extra-max-n", 1000,
 		"The unrelated-objects and OCI runs go at the largest -n size up to this one (the smallest size when none is); 0 means the largest.")
 	fs.IntVar(&o.unrelated, "unrelated", 5000,

@@ -63,7 +63,7 @@ type reportData struct {
 	Unrelated               int
 	StockConcurrency        int
 	StockMaxN, ExtraN       int
-	FluxMaxN                int
+	FluxMaxN, FluxFullMaxN  int
 	FluxSource              string
 	FluxKustomize           string
 	MemoryLimit             string
@@ -125,6 +125,7 @@ func (res *results) data(targets []string) reportData {
 		Failures:         res.failures,
 		Skipped:          res.skipped,
 		FluxMaxN:         res.options.fluxMaxN,
+		FluxFullMaxN:     res.options.fluxFullMaxN,
 		FluxSource:       fmt.Sprintf("--concurrent=%d", fluxSourceConcurrency),
 		FluxKustomize:    fmt.Sprintf("--concurrent=%d", fluxKustomizeConcurrency),
 	}
@@ -530,8 +531,8 @@ func markdownTable(rows [][]string) string {
 
 // commandLine is how this run was invoked, for the report.
 func commandLine(o options) string {
-	s := fmt.Sprintf("bench -n %s -unrelated %d -stock-concurrency %d -stock-max-n %d -extra-max-n %d",
-		joinInts(o.sizes), o.unrelated, o.stockConcurrency, o.stockMaxN, o.extraMaxN)
+	s := fmt.Sprintf("bench -n %s -unrelated %d -stock-concurrency %d -stock-max-n %d -flux-max-n %d -flux-full-max-n %d -extra-max-n %d",
+		joinInts(o.sizes), o.unrelated, o.stockConcurrency, o.stockMaxN, o.fluxMaxN, o.fluxFullMaxN, o.extraMaxN)
 	if o.memoryLimitFlag != "" {
 		s += " -memory-limit " + o.memoryLimitFlag
 	}

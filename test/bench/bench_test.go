@@ -1,0 +1,179 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+)
+
+// deployment is a Deployment like config/manager/manager.yaml, with the manager
+// container's limit and env replaced.
+func deployment(limit, env string) string {
+	return `apiVersion: v1
+kind: Namespace
+metadata:
+  name: system
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: controller-manager
+spec:
+  template:
+    spec:
+      containers:
+      - name: sidecar
+        resources:
+          limits:
+            memory: 1Gi
+      - name: manager
+` + env + `        resources:
+          limits:
+            memory: ` + limit + `
+`
+}
+
+const downwardEnv = `        env:
+        - name: GOMEMLIMIT
+          valueFrom:
+            resourceFieldRef:
+              containerName: manager
+              resource: limits.memory
+`
+
+func TestResolveMemoryLimit(t *testing.T) {
+	cases := []struct {
+		name, flag, manifest string
+		want                 int64
+		wantEnv              []string
+		wantErr              string
+	}{
+		{name: "the Deployment's limit in bytes", manifest: deployment("256Mi", downwardEnv),
+			want: 268435456, wantEnv: []string{"GOMEMLIMIT=268435456"}},
+		{name: "a Deployment without GOMEMLIMIT sets none", manifest: deployment("256Mi", "")},
+		{name: "the flag wins", flag: "100Mi", manifest: deployment("256Mi", downwardEnv),
+			want: 104857600, wantEnv: []string{"GOMEMLIMIT=104857600"}},
+		{name: "none", flag: "none", manifest: deployment("256Mi", downwardEnv)},
+		{name: "not a quantity", flag: "lots", manifest: deployment("256Mi", downwardEnv), wantErr: "not a positive quantity"},
+		{name: "no manager container", manifest: "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n",
+			wantErr: `no Deployment with a "manager" container`},
+		{name: "no limit", manifest: strings.Replace(deployment("1", downwardEnv), "        resources:\n          limits:\n            memory: 1\n", "", 1),
+			wantErr: "no limits.memory"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			repo := t.TempDir()
+			path := filepath.Join(repo, managerManifest)
+			g.Expect(os.MkdirAll(filepath.Dir(path), 0o755)).To(Succeed())
+			g.Expect(os.WriteFile(path, []byte(tc.manifest), 0o600)).To(Succeed())
+			got, err := resolveMemoryLimit(tc.flag, repo)
+			if tc.wantErr != "" {
+				g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(got.bytes).To(Equal(tc.want))
+			g.Expect(got.env()).To(Equal(tc.wantEnv))
+		})
+	}
+}
+
+// TestRepositoryMemoryLimit reads the repository's own Deployment: the bench must keep
+// finding the limit there.
+func TestRepositoryMemoryLimit(t *testing.T) {
+	g := NewWithT(t)
+	got, err := resolveMemoryLimit("", filepath.Join("..", ".."))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got.bytes).To(BeNumerically(">", 0), "config/manager/manager.yaml sets no GOMEMLIMIT: %s", got)
+}
+
+func TestExtraSize(t *testing.T) {
+	cases := []struct {
+		sizes []int
+		max   int
+		want  int
+	}{
+		{sizes: []int{1, 50, 200, 500, 1000, 2000}, max: 1000, want: 1000},
+		{sizes: []int{1, 50, 200, 500, 1000, 2000}, max: 0, want: 2000},
+		{sizes: []int{1, 50}, max: 1000, want: 50},
+		{sizes: []int{2000, 5000}, max: 1000, want: 2000},
+	}
+	for _, tc := range cases {
+		g := NewWithT(t)
+		g.Expect(options{sizes: tc.sizes, extraMaxN: tc.max}.extraSize()).To(Equal(tc.want), "%v up to %d", tc.sizes, tc.max)
+	}
+}
+
+func TestRunsAt(t *testing.T) {
+	g := NewWithT(t)
+	o := options{stockMaxN: 500, fluxMaxN: 200}
+	stock, _ := implByName(implStockDirect)
+	flux, _ := implByName(implFlux)
+	kaddons, _ := implByName(implKaddons)
+	g.Expect(stock.runsAt(o, 500)).To(BeTrue())
+	g.Expect(stock.runsAt(o, 1000)).To(BeFalse())
+	g.Expect(flux.runsAt(o, 500)).To(BeFalse())
+	g.Expect(kaddons.runsAt(o, 2000)).To(BeTrue())
+	o.stockMaxN = 0
+	g.Expect(stock.runsAt(o, 2000)).To(BeTrue())
+}
+
+// kaddonsRun is a kaddons run at n, applied after wall, with rss MiB.
+func kaddonsRun(n int, wall time.Duration, rss int64) run {
+	im, _ := implByName(implKaddons)
+	return run{impl: im, n: n, full: true, create: createResult{wall: wall}, mem: memory{rss: rss << 20}}
+}
+
+func TestGrowthTarget(t *testing.T) {
+	cases := []struct {
+		name string
+		runs []run
+		want string
+	}{
+		{name: "linear", want: "PASS", runs: []run{
+			kaddonsRun(1, 200*time.Millisecond, 60), kaddonsRun(200, 10*time.Second, 100), kaddonsRun(2000, 110*time.Second, 450)}},
+		{name: "time per add-on grows", want: "MISS", runs: []run{
+			kaddonsRun(1, 200*time.Millisecond, 60), kaddonsRun(200, 10*time.Second, 100), kaddonsRun(2000, 130*time.Second, 450)}},
+		{name: "memory per add-on grows", want: "MISS", runs: []run{
+			kaddonsRun(1, 200*time.Millisecond, 60), kaddonsRun(200, 10*time.Second, 100), kaddonsRun(2000, 100*time.Second, 600)}},
+		{name: "nothing above N=200", want: "MISS", runs: []run{kaddonsRun(1, time.Second, 60), kaddonsRun(200, 10*time.Second, 100)}},
+		{name: "no baseline", want: "MISS", runs: []run{kaddonsRun(200, 10*time.Second, 100), kaddonsRun(500, 25*time.Second, 200)}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			res := &results{runs: tc.runs}
+			g.Expect(res.growthTarget()).To(HavePrefix(tc.want + " "))
+		})
+	}
+}
+
+func TestWithoutKaddonsLabels(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(withoutKaddonsLabels(map[string]string{
+		"addons.kaddons.dev/kind": "coredns", "addons.kaddons.dev/name": "dns", "app.kubernetes.io/managed-by": "kaddons",
+		"k8s-app": "kube-dns",
+	})).To(Equal(map[string]string{"k8s-app": "kube-dns"}))
+	g.Expect(withoutKaddonsLabels(map[string]string{"app.kubernetes.io/managed-by": "Helm"})).To(HaveKeyWithValue("app.kubernetes.io/managed-by", "Helm"))
+	g.Expect(withoutKaddonsLabels(map[string]string{"addons.kaddons.dev/kind": "coredns"})).To(BeNil())
+}
+
+func TestFluxBuildMissing(t *testing.T) {
+	g := NewWithT(t)
+	repo := t.TempDir()
+	empty := filepath.Join(repo, "flux")
+	g.Expect(os.MkdirAll(filepath.Join(repo, "hack"), 0o755)).To(Succeed())
+	g.Expect(os.WriteFile(filepath.Join(repo, "hack", "toolchain.sh"), []byte("#!/bin/sh\necho "+empty+"\n"), 0o700)).To(Succeed())
+	dir, missing := fluxBuild(t.Context(), repo)
+	g.Expect(dir).To(BeEmpty())
+	g.Expect(missing).To(And(ContainSubstring("Flux was not measured"), ContainSubstring("hack/toolchain.sh build flux")))
+
+	o := options{repo: repo, impls: []string{implKaddons, implFlux}}
+	g.Expect(findFlux(t.Context(), &o)).To(ConsistOf(missing))
+	g.Expect(o.impls).To(Equal([]string{implKaddons}))
+}
