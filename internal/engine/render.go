@@ -88,8 +88,8 @@ const blockedRetry = time.Minute
 
 // rendered is the render phase's result.
 type rendered struct {
-	// objects are the transformed, labelled objects, in apply order. They may be shared
-	// with the render cache and must not be modified.
+	// objects are the transformed, labelled objects, in apply order. The render cache
+	// keeps an encoded copy; these are the reconcile's own.
 	objects *Objects
 	// key is what, besides the add-on's UID and generation and the package's output,
 	// decides the objects: the source's digest, the version, the inputs and the registry
@@ -209,8 +209,9 @@ func (r *Reconciler) watches(gvk schema.GroupVersionKind) bool {
 // by its children (status changes during a rollout, drift) do not run the transforms
 // again. An entry is valid for one add-on UID and generation, one render key (the
 // version, the definition's inputs and the registry mirror) and one kustomize output of
-// the package; anything else renders afresh. The objects are shared and must not be
-// modified.
+// the package; anything else renders afresh. The objects are kept as compact JSON, a
+// fraction of the memory of their decoded form (this cache holds every add-on's), and
+// each hit decodes a copy of its own, still far cheaper than the transforms.
 type renderCache struct {
 	mu      sync.Mutex
 	entries map[types.NamespacedName]renderEntry
@@ -221,31 +222,54 @@ type renderEntry struct {
 	generation int64
 	key        string
 	manifest   string
-	objects    *Objects
+	objects    [][]byte
+	blobs      [][]byte
 }
 
 // get returns the cached objects of name when they were rendered from the same inputs.
 func (c *renderCache) get(name types.NamespacedName, obj addonsv1alpha1.Addon, key, manifest string) (*Objects, bool) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	e, ok := c.entries[name]
+	c.mu.Unlock()
 	if !ok || e.uid != obj.GetUID() || e.generation != obj.GetGeneration() || e.key != key || e.manifest != manifest {
 		return nil, false
 	}
-	return e.objects, true
+	objects := &Objects{Blobs: e.blobs, Items: make([]*Object, 0, len(e.objects))}
+	for _, data := range e.objects {
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(data); err != nil {
+			return nil, false
+		}
+		o, err := newObject(u)
+		if err != nil {
+			return nil, false
+		}
+		objects.Items = append(objects.Items, o)
+	}
+	return objects, true
 }
 
-// put records the objects rendered for name from these inputs.
+// put records the objects rendered for name from these inputs. Objects that cannot be
+// encoded are not cached: the next reconcile renders them again.
 func (c *renderCache) put(name types.NamespacedName, obj addonsv1alpha1.Addon, key, manifest string, objects *Objects) {
 	if manifest == "" {
 		return
+	}
+	e := renderEntry{uid: obj.GetUID(), generation: obj.GetGeneration(), key: key, manifest: manifest,
+		objects: make([][]byte, 0, len(objects.Items)), blobs: objects.Blobs}
+	for _, o := range objects.Items {
+		data, err := o.UnstructuredObject().MarshalJSON()
+		if err != nil {
+			return
+		}
+		e.objects = append(e.objects, data)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.entries == nil {
 		c.entries = map[types.NamespacedName]renderEntry{}
 	}
-	c.entries[name] = renderEntry{uid: obj.GetUID(), generation: obj.GetGeneration(), key: key, manifest: manifest, objects: objects}
+	c.entries[name] = e
 }
 
 // forget drops the entry of a deleted add-on.

@@ -21,7 +21,11 @@ func TestRenderCache(t *testing.T) {
 	addon := func(uid types.UID, generation int64) *addonsv1alpha1.CoreDNS {
 		return &addonsv1alpha1.CoreDNS{ObjectMeta: metav1.ObjectMeta{UID: uid, Generation: generation}}
 	}
-	objects := &Objects{}
+	objects, err := parseObjects(context.Background(),
+		"apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d, namespace: ns, labels: {a: b}}\nspec: {replicas: 2}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name     string
 		lookup   *addonsv1alpha1.CoreDNS
@@ -44,8 +48,24 @@ func TestRenderCache(t *testing.T) {
 				c.forget(name)
 			}
 			got, hit := c.get(name, tc.lookup, tc.version, tc.rendered)
-			if hit != tc.hit || (hit && got != objects) {
-				t.Fatalf("get = %p, %v; want hit %v", got, hit, tc.hit)
+			if hit != tc.hit {
+				t.Fatalf("get = %v; want hit %v", hit, tc.hit)
+			}
+			if !hit {
+				return
+			}
+			// A hit is a copy of what was put, equal in every field (numbers included).
+			if len(got.Items) != 1 || !equality.Semantic.DeepEqual(got.Items[0].UnstructuredObject().Object,
+				objects.Items[0].UnstructuredObject().Object) {
+				t.Fatalf("get = %v, want %v", got.Items, objects.Items)
+			}
+			if got.Items[0].Kind != "Deployment" || got.Items[0].GetName() != "d" || got.Items[0].GetNamespace() != "ns" {
+				t.Errorf("the copy is %s %s/%s", got.Items[0].Kind, got.Items[0].GetNamespace(), got.Items[0].GetName())
+			}
+			got.Items[0].UnstructuredObject().Object["spec"] = nil
+			again, _ := c.get(name, tc.lookup, tc.version, tc.rendered)
+			if again.Items[0].UnstructuredObject().Object["spec"] == nil {
+				t.Error("changing a hit's objects changed the cache")
 			}
 		})
 	}
