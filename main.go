@@ -11,6 +11,7 @@ import (
 	"math"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"path/filepath"
 	"time"
 
@@ -114,7 +115,17 @@ func (f *flags) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&f.printVersion, "version", false, "Print the operator's version and exit.")
 }
 
+// defaultGCPercent is the manager's GOGC unless the environment sets one. The manager's
+// live heap is mostly its caches, which change slowly; Go's default of 100 lets the heap
+// grow to twice that between collections, and RSS follows the peak. 50 keeps the heap
+// within one and a half times its live size for some more collector CPU, which the
+// manager has to spare: its requests, not its CPU, bound how fast it applies.
+const defaultGCPercent = 50
+
 func main() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(defaultGCPercent)
+	}
 	var f flags
 	f.bind(flag.CommandLine)
 	opts := zap.Options{Development: false}
