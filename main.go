@@ -11,8 +11,8 @@ import (
 	"math"
 	"net/http"
 	"os"
-	"runtime/debug"
 	"path/filepath"
+	"runtime/debug"
 	"time"
 
 	uberzap "go.uber.org/zap"

@@ -258,14 +258,9 @@ func (a *applier) apply(ctx context.Context, req applyRequest) (applyResult, err
 	}
 	w := &stageWriter{applier: a, req: req, live: own.live, absent: own.absent, res: &res}
 	for s := stageCRDs; s <= stageAPIEndpoints; s++ {
-		err := w.applyStage(ctx, stages[s])
-		if err == nil && len(w.existing) > 0 {
-			err = w.resolveExisting(ctx, &own, stages, s)
-			desired = slices.DeleteFunc(desired, func(ref addonsv1alpha1.ObjectReference) bool { return own.external[ref] })
-		}
-		if err == nil && s == stageCRDs && len(stages[s]) > 0 {
-			err = a.waitEstablished(ctx, stages[s])
-		}
+		err := w.writeStage(ctx, &own, stages, s)
+		// Objects found to exist and used as they are (resolveExisting) are not the add-on's.
+		desired = slices.DeleteFunc(desired, func(ref addonsv1alpha1.ObjectReference) bool { return own.external[ref] })
 		if err != nil {
 			// Keep everything we may have created in the inventory, and prune nothing:
 			// a partial apply must never delete what is still running.
@@ -585,6 +580,23 @@ type stageWriter struct {
 	// existing are the create-only objects of the last stage that the API server
 	// refused because they exist; nothing was written to them.
 	existing []addonsv1alpha1.ObjectReference
+}
+
+// writeStage applies stage s, resolves the objects its create-only applies found to
+// exist, and waits for the CRDs of the CRD stage to be served.
+func (w *stageWriter) writeStage(ctx context.Context, own *ownership, stages map[int][]*unstructured.Unstructured, s int) error {
+	if err := w.applyStage(ctx, stages[s]); err != nil {
+		return err
+	}
+	if len(w.existing) > 0 {
+		if err := w.resolveExisting(ctx, own, stages, s); err != nil {
+			return err
+		}
+	}
+	if s == stageCRDs && len(stages[s]) > 0 {
+		return w.waitEstablished(ctx, stages[s])
+	}
+	return nil
 }
 
 // resolveExisting decides about the objects of stage s that were applied create-only

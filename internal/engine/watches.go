@@ -218,8 +218,9 @@ func (d Definition) dependencyKeys(a addonsv1alpha1.Addon) []string {
 // that follow o (Definition.Follows), through the DependencyField index.
 func (r *Reconciler) dependentsOf(ctx context.Context, kind string, o client.Object) []reconcile.Request {
 	target := addonKey{kind: kind, namespace: o.GetNamespace(), name: o.GetName()}
-	var requests []reconcile.Request
-	for _, a := range r.listAddons(ctx, client.MatchingFields{DependencyField: target.String()}) {
+	addons := r.listAddons(ctx, client.MatchingFields{DependencyField: target.String()})
+	requests := make([]reconcile.Request, 0, len(addons))
+	for _, a := range addons {
 		requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(a)})
 	}
 	return requests
