@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -41,12 +42,20 @@ func TestAdoptKubeadmCoreDNS(t *testing.T) {
 	_, err := kubectl("create", "-f", kubeadmFile, "--field-manager=kubeadm")
 	g.Expect(err).NotTo(HaveOccurred())
 	// kube-controller-manager keeps writing the Deployment's status, so what must not move
-	// is the spec (generation), the labels and the field managers: kaddons never appears.
+	// is the spec (generation), the labels and the set of field managers: kaddons never
+	// appears. The managers are compared as a set: the API server orders them by time and
+	// then by name, so a later status write can swap kubeadm and kube-controller-manager.
 	state := func(kind string) string {
 		out, err := kubectl("get", "-n", ns, kind, "-o",
 			`jsonpath={.metadata.generation}|{.metadata.labels}|{range .metadata.managedFields[*]}{.manager},{end}`)
 		g.Expect(err).NotTo(HaveOccurred())
-		return out
+		head, list := out, ""
+		if i := strings.LastIndex(out, "|"); i >= 0 {
+			head, list = out[:i], out[i+1:]
+		}
+		managers := strings.Split(strings.TrimSuffix(list, ","), ",")
+		slices.Sort(managers)
+		return head + "|" + strings.Join(slices.Compact(managers), ",")
 	}
 	// Let kube-controller-manager write the Deployment's status first: its first write adds
 	// its own field manager, which must not count as a change.
