@@ -578,8 +578,10 @@ type stageWriter struct {
 	mu     sync.Mutex
 	res    *applyResult
 	// existing are the create-only objects of the last stage that the API server
-	// refused because they exist; nothing was written to them.
-	existing []addonsv1alpha1.ObjectReference
+	// refused with a Conflict, as it refuses an object that exists; nothing was written to
+	// them. conflicts are those refusals, in the same order.
+	existing  []addonsv1alpha1.ObjectReference
+	conflicts []error
 }
 
 // writeStage applies stage s, resolves the objects its create-only applies found to
@@ -608,7 +610,7 @@ func (w *stageWriter) writeStage(ctx context.Context, own *ownership, stages map
 // cache lagged) are applied again; objects used as they are leave the stages.
 func (w *stageWriter) resolveExisting(ctx context.Context, own *ownership, stages map[int][]*unstructured.Unstructured, s int) error {
 	existing := newObjectSet(w.existing)
-	w.existing = nil
+	w.existing, w.conflicts = nil, nil
 	var unmanaged []addonsv1alpha1.ObjectReference
 	for t := s; t <= stageAPIEndpoints; t++ {
 		for _, u := range stages[t] {
@@ -646,8 +648,9 @@ func (w *stageWriter) resolveExisting(ctx context.Context, own *ownership, stage
 		return err
 	}
 	if len(w.existing) > 0 {
-		// Created, or deleted and created again, between the look-up and the apply.
-		return &writeError{err: fmt.Errorf("%s changed while it was being applied", w.existing[0])}
+		// Refused again although the look-up found it absent or the add-on's: created
+		// between the look-up and the apply, or a Conflict of another cause. Retried.
+		return &writeError{err: errors.Join(w.conflicts...)}
 	}
 	return nil
 }
@@ -676,6 +679,7 @@ func (w *stageWriter) applyStage(ctx context.Context, objects []*unstructured.Un
 			if w.absent[ref] && apierrors.IsConflict(err) {
 				// It exists: the create-only apply wrote nothing (resolveExisting).
 				w.existing = append(w.existing, ref)
+				w.conflicts = append(w.conflicts, fmt.Errorf("applying %s: %w", ref, err))
 				return
 			}
 			if err != nil {
