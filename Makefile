@@ -294,7 +294,7 @@ test-bootstrap: ## Drive the real bootstrap tools against local clusters: Cluste
 ## Sizes and unrelated objects `make bench` measures; BENCH_FLAGS passes more flags (see `go run ./test/bench -h`).
 ## kaddons runs at every size; stock KDP only up to N=500 (-stock-max-n), and the unrelated
 ## and OCI runs at the largest size up to N=1000 (-extra-max-n).
-BENCH_SIZES ?= 1,50,200,500,1000,2000
+BENCH_SIZES ?= 1,50,200,500,1000
 BENCH_UNRELATED ?= 5000
 BENCH_FLAGS ?=
 
