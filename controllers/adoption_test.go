@@ -132,12 +132,7 @@ func TestCreateOnlyApplyStopsAtAnExistingObject(t *testing.T) {
 	g.Eventually(func() bool {
 		return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(cr), cr))
 	}).WithTimeout(eventuallyTimeout).Should(BeTrue())
-	for _, ref := range inventory {
-		live := &unstructured.Unstructured{}
-		live.SetGroupVersionKind(ref.GroupVersionKind())
-		err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, live)
-		g.Expect(apierrors.IsNotFound(err) || live.GetDeletionTimestamp() != nil).To(BeTrue(), "%s was left", ref)
-	}
+	expectGone(t, inventory)
 	expectUntouched(t, []*unstructured.Unstructured{deployment})
 }
 
