@@ -172,7 +172,7 @@ func New(mgr ctrl.Manager, def Definition, opts Options) (*Reconciler, error) {
 		return nil, fmt.Errorf("add-on prototype %T is not registered: %w", def.Prototype, err)
 	}
 	return NewWithClients(def, opts, Clients{
-		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		Client: TypedReads(mgr.GetClient()), Reader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
 		Recorder:     mgr.GetEventRecorder("kaddons-" + strings.ToLower(gvk.Kind)),
 		Impersonator: NewImpersonator(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetScheme(), mgr.GetRESTMapper()),
 	})

@@ -42,9 +42,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(r.def.Prototype, builder.WithPredicates(specOrDeletionChanged())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency})
 	for _, gvk := range r.def.Children {
-		child := &unstructured.Unstructured{}
-		child.SetGroupVersionKind(gvk)
-		b = b.Watches(child, handler.EnqueueRequestsFromMapFunc(r.mapChild))
+		// The typed informer where the scheme has the kind: the one the engine's reads
+		// use (see typedReads).
+		b = b.Watches(TypedPrototype(mgr.GetScheme(), gvk), handler.EnqueueRequestsFromMapFunc(r.mapChild))
 	}
 	if r.opts.Settings != nil {
 		// A change of the operator's settings (OperatorConfig) reconciles every add-on.

@@ -1,0 +1,71 @@
+package controllers
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	"github.com/kaddons/kaddons/internal/engine"
+)
+
+// TestTypedReadsServeWhatTheAPIServerServes reads every child of a CoreDNS add-on (a
+// Deployment with server defaults and status, a Service with an int-or-string port, a
+// ConfigMap, RBAC, a PodDisruptionBudget) through the engine's typed-informer reads and
+// expects exactly the unstructured object the API server serves, managed fields aside:
+// the plan compares against these, so a field lost or changed in the conversion would
+// turn every no-op reconcile into an apply.
+func TestTypedReadsServeWhatTheAPIServerServes(t *testing.T) {
+	ctx := context.Background()
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	cr := newCoreDNS(ns, newVersion)
+	createReadyCoreDNS(t, cr)
+	getAddon(g, cr)
+	refs := cr.Status.Inventory.Objects()
+	g.Expect(refs).To(HaveLen(7))
+
+	reads := engine.TypedReads(testMgr.GetClient())
+	kinds := map[string]bool{}
+	for _, ref := range refs {
+		kinds[ref.Kind] = true
+		t.Run(ref.String(), func(t *testing.T) {
+			g := NewWithT(t)
+			g.Eventually(func(g Gomega) {
+				want, err := liveObject(ref)
+				g.Expect(err).NotTo(HaveOccurred())
+				want.SetManagedFields(nil)
+				got := &unstructured.Unstructured{}
+				got.SetGroupVersionKind(ref.GroupVersionKind())
+				g.Expect(reads.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, got)).To(Succeed())
+				g.Expect(equality.Semantic.DeepEqual(got.Object, want.Object)).To(BeTrue(),
+					"typed read:\n%v\nAPI server:\n%v", got.Object, want.Object)
+			}).WithTimeout(eventuallyTimeout).WithPolling(pollInterval).Should(Succeed())
+		})
+	}
+	g.Expect(kinds).To(HaveKey("Deployment"))
+	g.Expect(kinds).To(HaveKey("Service"))
+
+	// A list gives the same items, each with its kind.
+	list := &unstructured.UnstructuredList{}
+	list.SetAPIVersion("v1")
+	list.SetKind("ServiceList")
+	g.Expect(reads.List(ctx, list, client.InNamespace(ns))).To(Succeed())
+	g.Expect(list.Items).To(HaveLen(1))
+	g.Expect(list.Items[0].GetKind()).To(Equal("Service"))
+	g.Expect(list.Items[0].GetName()).To(Equal("kube-dns"))
+	ports, _, _ := unstructured.NestedSlice(list.Items[0].Object, "spec", "ports")
+	g.Expect(ports).NotTo(BeEmpty())
+
+	// A kind the scheme has no Go type for is read unstructured, as before.
+	addon := &unstructured.Unstructured{}
+	addon.SetGroupVersionKind(addonsv1alpha1.GroupVersion.WithKind("NoSuchKind"))
+	err := reads.Get(ctx, client.ObjectKeyFromObject(cr), addon)
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(err.Error()).To(ContainSubstring("NoSuchKind"))
+}
