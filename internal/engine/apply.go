@@ -257,16 +257,16 @@ func (a *applier) apply(ctx context.Context, req applyRequest) (applyResult, err
 		}
 	}
 	w := &stageWriter{applier: a, req: req, live: own.live, absent: own.absent, res: &res}
-	for s := stageCRDs; s <= stageAPIEndpoints; s++ {
-		err := w.writeStage(ctx, &own, stages, s)
-		// Objects found to exist and used as they are (resolveExisting) are not the add-on's.
-		desired = slices.DeleteFunc(desired, func(ref addonsv1alpha1.ObjectReference) bool { return own.external[ref] })
-		if err != nil {
-			// Keep everything we may have created in the inventory, and prune nothing:
-			// a partial apply must never delete what is still running.
-			res.inventory = mergeInventory(req.previous, desired, res.applied)
-			return res, err
-		}
+	for s := stageCRDs; s <= stageAPIEndpoints && err == nil; s++ {
+		err = w.writeStage(ctx, &own, stages, s)
+	}
+	// Objects found to exist and used as they are (resolveExisting) are not the add-on's.
+	desired = slices.DeleteFunc(desired, func(ref addonsv1alpha1.ObjectReference) bool { return external[ref] })
+	if err != nil {
+		// Keep everything we may have created in the inventory, and prune nothing:
+		// a partial apply must never delete what is still running.
+		res.inventory = mergeInventory(req.previous, desired, res.applied)
+		return res, err
 	}
 	res.inventory = desired
 	res.adopted = own.adopted
