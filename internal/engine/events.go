@@ -13,8 +13,6 @@ import (
 
 // Event reasons the engine records on add-ons.
 const (
-	// EventApplied is recorded when a version is applied for the first time.
-	EventApplied = "Applied"
 	// EventUpgraded is recorded when the applied version changes.
 	EventUpgraded = "Upgraded"
 	// EventPruned is recorded when objects that left the manifests are deleted.
@@ -34,15 +32,16 @@ const (
 // recordEvents records an event for each transition between the status before and after
 // a reconcile. Only transitions are recorded, so a failure that repeats on every retry
 // produces one event, not a flood.
+//
+// The first apply of a new add-on records none of its own: the add-on's creation is its
+// author's act, status.appliedVersion and lastAppliedTime record it, and the Ready event
+// ("coredns 1.12.1 is ready") or a Warning marks how the install ended. That keeps a new
+// add-on at one write per object plus its finalizer and status.
 func (r *Reconciler) recordEvents(before, after addonsv1alpha1.Addon, st *reconcileState) {
 	oldStatus, newStatus := before.GetAddonStatus(), after.GetAddonStatus()
-	if newStatus.AppliedVersion != oldStatus.AppliedVersion {
-		if oldStatus.AppliedVersion == "" {
-			r.event(after, corev1.EventTypeNormal, EventApplied, "Apply", "Applied %s %s", st.resolved.Addon, newStatus.AppliedVersion)
-		} else {
-			r.event(after, corev1.EventTypeNormal, EventUpgraded, "Apply", "Changed %s from %s to %s",
-				st.resolved.Addon, oldStatus.AppliedVersion, newStatus.AppliedVersion)
-		}
+	if oldStatus.AppliedVersion != "" && newStatus.AppliedVersion != oldStatus.AppliedVersion {
+		r.event(after, corev1.EventTypeNormal, EventUpgraded, "Apply", "Changed %s from %s to %s",
+			st.resolved.Addon, oldStatus.AppliedVersion, newStatus.AppliedVersion)
 	}
 	for _, list := range []struct {
 		refs                 []addonsv1alpha1.ObjectReference
