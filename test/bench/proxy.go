@@ -117,6 +117,10 @@ func newCountingProxy(cfg *rest.Config) (*countingProxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parsing the API server address %q: %w", cfg.Host, err)
 	}
+	// Pass Accept-Encoding through as the operator sent it: without this the proxy's
+	// transport would ask for gzip itself whenever the operator did not, and unzip it.
+	cfg = rest.CopyConfig(cfg)
+	cfg.DisableCompression = true
 	transport, err := rest.TransportFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("building the proxy's transport: %w", err)
