@@ -127,3 +127,27 @@ func TestCacheHoldsOnlyManagedChildren(t *testing.T) {
 		g.Expect(names).To(ConsistOf("coredns"))
 	}).WithTimeout(eventuallyTimeout).Should(Succeed())
 }
+
+// TestANewAddonIsReconciledOnce checks that the watch events of the engine's own writes
+// (the children it creates, the add-on's finalizer and write-ahead patch, a drift
+// correction) cost no reconcile, while a change by someone else still does.
+func TestANewAddonIsReconciledOnce(t *testing.T) {
+	ctx := context.Background()
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	cr := newCoreDNS(ns, newVersion)
+	createCoreDNS(t, cr)
+	waitQuiet(t, ns)
+	labels := map[string]string{"kind": "CoreDNS", "namespace": ns, "name": cr.Name}
+	reconciles := func() float64 { return metricValue(t, "kaddons_addon_reconciles_total", labels) }
+	g.Consistently(reconciles).WithTimeout(2*quietWindow).Should(Equal(1.0), "reconciles of a new add-on")
+
+	// Someone else deletes a child: that reconciles, and the re-creation's own event does not.
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "coredns"}}
+	g.Expect(k8sClient.Delete(ctx, cm)).To(Succeed())
+	g.Eventually(func() error {
+		return k8sClient.Get(ctx, client.ObjectKeyFromObject(cm), &corev1.ConfigMap{})
+	}).WithTimeout(eventuallyTimeout).Should(Succeed(), "the deleted ConfigMap is restored")
+	waitQuiet(t, ns)
+	g.Consistently(reconciles).WithTimeout(2*quietWindow).Should(Equal(2.0), "reconciles after one deleted child")
+}

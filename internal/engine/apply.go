@@ -158,6 +158,8 @@ type applier struct {
 	// checkAccess asks the API server whether every write is allowed before making any
 	// (impersonated appliers).
 	checkAccess bool
+	// echoes remembers what each write left, so that its watch event costs no reconcile.
+	echoes *echoes
 	// as names the identity in messages.
 	as string
 }
@@ -670,7 +672,10 @@ func (w *stageWriter) applyStage(ctx context.Context, objects []*unstructured.Un
 			defer func() { <-sem }()
 			u := o.DeepCopy()
 			ref := refOf(u)
+			gk := u.GroupVersionKind().GroupKind()
+			w.echoes.begin(gk, u)
 			recreated, err := w.applyOne(ctx, u)
+			w.echoes.end(gk, u, err)
 			w.mu.Lock()
 			defer w.mu.Unlock()
 			if recreated {

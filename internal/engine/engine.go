@@ -159,7 +159,9 @@ type Reconciler struct {
 	renders  renderCache
 	parsed   parseCache
 	written  statusCache
-	applier  *applier
+	// echoes lets the watches drop the events of the reconciler's own writes.
+	echoes  *echoes
+	applier *applier
 	// impersonator builds the clients of add-ons applied as a ServiceAccount.
 	impersonator *Impersonator
 }
@@ -188,6 +190,7 @@ func NewWithClients(def Definition, opts Options, c Clients) (*Reconciler, error
 	if err != nil {
 		return nil, fmt.Errorf("add-on prototype %T is not registered: %w", def.Prototype, err)
 	}
+	echoes := &echoes{}
 	return &Reconciler{
 		def:          def,
 		gvk:          gvk,
@@ -199,7 +202,8 @@ func NewWithClients(def Definition, opts Options, c Clients) (*Reconciler, error
 		source:       opts.Source,
 		recorder:     c.Recorder,
 		opts:         opts,
-		applier:      &applier{cache: c.Client, client: c.Client, reader: c.Reader, as: "the operator"},
+		echoes:       echoes,
+		applier:      &applier{cache: c.Client, client: c.Client, reader: c.Reader, echoes: echoes, as: "the operator"},
 		impersonator: c.Impersonator,
 	}, nil
 }

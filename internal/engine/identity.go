@@ -120,7 +120,7 @@ func (r *Reconciler) identityFor(addon addonsv1alpha1.Addon, tenancy *Tenancy) (
 		return identity{}, "", err
 	}
 	id := identity{serviceAccount: sa, live: c}
-	id.applier = &applier{cache: r.client, client: c, reader: c, checkAccess: true, as: id.describe()}
+	id.applier = &applier{cache: r.client, client: c, reader: c, checkAccess: true, echoes: r.echoes, as: id.describe()}
 	return id, "", nil
 }
 

@@ -45,6 +45,11 @@ var (
 		Help: "Objects in the add-on instance's inventory.",
 	}, []string{labelKind, labelNamespace, labelName})
 
+	addonReconciles = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kaddons_addon_reconciles_total",
+		Help: "Reconciles of each add-on instance that ran its phases.",
+	}, []string{labelKind, labelNamespace, labelName})
+
 	driftCorrections = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kaddons_drift_corrections_total",
 		Help: "Objects kaddons re-created or re-applied because they drifted from the manifests, by add-on kind.",
@@ -52,16 +57,18 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(reconcilesTotal, reconcileDuration, addonReadyGauge, managedObjects, driftCorrections)
+	metrics.Registry.MustRegister(reconcilesTotal, reconcileDuration, addonReadyGauge, managedObjects, addonReconciles,
+		driftCorrections)
 }
 
 // forgetInstance removes the per-instance series of a deleted add-on.
 func forgetInstance(kind, namespace, name string) {
 	addonReadyGauge.DeleteLabelValues(kind, namespace, name)
 	managedObjects.DeleteLabelValues(kind, namespace, name)
+	addonReconciles.DeleteLabelValues(kind, namespace, name)
 }
 
-// recordMetrics updates the per-instance gauges and the drift counter.
+// recordMetrics updates the per-instance gauges and counter, and the drift counter.
 func (r *Reconciler) recordMetrics(obj addonsv1alpha1.Addon, st *reconcileState) {
 	ready := 0.0
 	if meta.IsStatusConditionTrue(obj.GetAddonStatus().Conditions, addonsv1alpha1.ConditionReady) {
@@ -69,6 +76,7 @@ func (r *Reconciler) recordMetrics(obj addonsv1alpha1.Addon, st *reconcileState)
 	}
 	addonReadyGauge.WithLabelValues(r.gvk.Kind, obj.GetNamespace(), obj.GetName()).Set(ready)
 	managedObjects.WithLabelValues(r.gvk.Kind, obj.GetNamespace(), obj.GetName()).Set(float64(obj.GetAddonStatus().Inventory.Len()))
+	addonReconciles.WithLabelValues(r.gvk.Kind, obj.GetNamespace(), obj.GetName()).Inc()
 	if len(st.applied.drifted) > 0 {
 		driftCorrections.WithLabelValues(r.gvk.Kind).Add(float64(len(st.applied.drifted)))
 	}

@@ -142,13 +142,17 @@ func (r *Reconciler) removeFinalizer(ctx context.Context, obj addonsv1alpha1.Add
 	return nil
 }
 
-// patchMetadata applies JSON patch ops to obj and keeps its kind.
+// patchMetadata applies JSON patch ops to obj, keeps its kind, and remembers the write
+// so that its watch event costs no reconcile (echoes).
 func (r *Reconciler) patchMetadata(ctx context.Context, obj addonsv1alpha1.Addon, ops []patchOp) error {
 	body, err := json.Marshal(ops)
 	if err != nil {
 		return err
 	}
-	if err := r.client.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, body)); err != nil {
+	r.echoes.begin(r.gvk.GroupKind(), obj)
+	err = r.client.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, body))
+	r.echoes.end(r.gvk.GroupKind(), obj, err)
+	if err != nil {
 		return err
 	}
 	obj.GetObjectKind().SetGroupVersionKind(r.gvk)

@@ -6,12 +6,14 @@ import (
 	"slices"
 	"time"
 
+	"github.com/go-logr/logr"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -37,14 +39,19 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if concurrency <= 0 {
 		concurrency = DefaultMaxConcurrentReconciles
 	}
+	// The add-on kind is watched as For would watch it, but through an echoHandler, so
+	// that the events of the engine's own writes cost no reconcile (echoes); the logger
+	// carries the keys For would give it.
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(r.name).
-		For(r.def.Prototype, builder.WithPredicates(specOrDeletionChanged())).
-		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency})
+		Watches(r.def.Prototype, echoHandler{echoes: r.echoes, kind: r.gvk.GroupKind(), mapFn: self},
+			builder.WithPredicates(specOrDeletionChanged())).
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
+		WithLogConstructor(r.logConstructor(mgr.GetLogger()))
 	for _, gvk := range r.def.Children {
 		// The typed informer where the scheme has the kind: the one the engine's reads
 		// use (see typedReads).
-		b = b.Watches(TypedPrototype(mgr.GetScheme(), gvk), handler.EnqueueRequestsFromMapFunc(r.mapChild))
+		b = b.Watches(TypedPrototype(mgr.GetScheme(), gvk), echoHandler{echoes: r.echoes, kind: gvk.GroupKind(), mapFn: r.mapChild})
 	}
 	if r.opts.Settings != nil {
 		// A change of the operator's settings (OperatorConfig) reconciles every add-on.
@@ -83,6 +90,18 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		b = b.Watches(kind, handler.EnqueueRequestsFromMapFunc(r.mapDependents(gvk.Kind)))
 	}
 	return b.Complete(r)
+}
+
+// logConstructor returns the reconcile logger a controller built with For gets: the
+// controller's name, group and kind, and the add-on's namespace and name.
+func (r *Reconciler) logConstructor(base logr.Logger) func(*reconcile.Request) logr.Logger {
+	log := base.WithValues("controller", r.name, "controllerGroup", r.gvk.Group, "controllerKind", r.gvk.Kind)
+	return func(req *reconcile.Request) logr.Logger {
+		if req == nil {
+			return log
+		}
+		return log.WithValues(r.gvk.Kind, klog.KRef(req.Namespace, req.Name), "namespace", req.Namespace, "name", req.Name)
+	}
 }
 
 // channelsRecheck is how often a directory channels source is checked for changes.

@@ -1,0 +1,223 @@
+package engine
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// echoes tells the watch events of the engine's own writes from every other event. The
+// event that reports a write back (the creation of a child the apply just made, the
+// add-on's own finalizer and write-ahead patch) carries nothing the reconcile that wrote
+// it did not already know, so it costs no reconcile: a new add-on is reconciled once,
+// not once more for each of its own writes.
+//
+// Only the event at exactly the resource version a write left is its echo. Any other
+// change, by anyone, has another resource version and reconciles as before, and so does
+// every deletion. An event that arrives while a write to its object is still under way
+// (the watch can be faster than the response) waits for that write to end, and is then
+// dropped if the write left its resource version, else passed on.
+type echoes struct {
+	mu sync.Mutex
+	// written is the resource version the last finished write to an object left, until
+	// its event comes.
+	written map[echoKey]string
+	// inflight are the writes under way, and the events that wait for them.
+	inflight map[echoKey]*flight
+}
+
+// echoKey names one object of one kind.
+type echoKey struct {
+	kind            schema.GroupKind
+	namespace, name string
+}
+
+// flight is the writes under way to one object.
+type flight struct {
+	writers int
+	// left are the resource versions the writes that ended so far left.
+	left []string
+	// waiting are the events that arrived meanwhile.
+	waiting []waitingEvent
+}
+
+// waitingEvent is an event held until the writes to its object end.
+type waitingEvent struct {
+	resourceVersion string
+	pass            func()
+}
+
+func keyOf(gk schema.GroupKind, obj client.Object) echoKey {
+	return echoKey{kind: gk, namespace: obj.GetNamespace(), name: obj.GetName()}
+}
+
+// begin records that a write to obj, of kind gk, starts. end must follow. A nil echoes
+// records nothing.
+func (e *echoes) begin(gk schema.GroupKind, obj client.Object) {
+	if e == nil {
+		return
+	}
+	key := keyOf(gk, obj)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.inflight == nil {
+		e.inflight = map[echoKey]*flight{}
+	}
+	f := e.inflight[key]
+	if f == nil {
+		f = &flight{}
+		e.inflight[key] = f
+	}
+	f.writers++
+}
+
+// end records that the write begin announced ended: when err is nil, obj is what it left.
+// Once the last write to the object ends, the events that waited for it are dropped (the
+// echoes) or passed on.
+func (e *echoes) end(gk schema.GroupKind, obj client.Object, err error) {
+	if e == nil {
+		return
+	}
+	key := keyOf(gk, obj)
+	var pass []func()
+	e.mu.Lock()
+	f := e.inflight[key]
+	if f == nil {
+		e.mu.Unlock()
+		return
+	}
+	if rv := obj.GetResourceVersion(); err == nil && rv != "" {
+		f.left = append(f.left, rv)
+	}
+	if f.writers--; f.writers > 0 {
+		e.mu.Unlock()
+		return
+	}
+	delete(e.inflight, key)
+	for _, w := range f.waiting {
+		if i := slices.Index(f.left, w.resourceVersion); i >= 0 {
+			f.left = slices.Delete(f.left, i, i+1)
+			continue
+		}
+		pass = append(pass, w.pass)
+	}
+	if n := len(f.left); n > 0 {
+		if e.written == nil {
+			e.written = map[echoKey]string{}
+		}
+		e.written[key] = f.left[n-1]
+	}
+	e.mu.Unlock()
+	for _, p := range pass {
+		p()
+	}
+}
+
+// sort passes on the event of obj, of kind gk, by calling pass, unless it is the echo of
+// a write: then it drops it, or, while a write is under way, decides once it ends.
+func (e *echoes) sort(gk schema.GroupKind, obj client.Object, pass func()) {
+	if e == nil {
+		pass()
+		return
+	}
+	key, rv := keyOf(gk, obj), obj.GetResourceVersion()
+	e.mu.Lock()
+	if f := e.inflight[key]; f != nil {
+		f.waiting = append(f.waiting, waitingEvent{resourceVersion: rv, pass: pass})
+		e.mu.Unlock()
+		return
+	}
+	if written, ok := e.written[key]; ok && written == rv {
+		delete(e.written, key)
+		e.mu.Unlock()
+		return
+	}
+	e.mu.Unlock()
+	pass()
+}
+
+// forget drops what is remembered of the writes to obj, of kind gk (it was deleted).
+func (e *echoes) forget(gk schema.GroupKind, obj client.Object) {
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.written, keyOf(gk, obj))
+}
+
+// echoHandler enqueues the requests mapFn maps an event's object to, as
+// handler.EnqueueRequestsFromMapFunc does, but for the echoes of the engine's own writes
+// to objects of kind.
+type echoHandler struct {
+	echoes *echoes
+	kind   schema.GroupKind
+	mapFn  handler.MapFunc
+}
+
+var _ handler.EventHandler = echoHandler{}
+
+// Create implements handler.EventHandler.
+func (h echoHandler) Create(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.sorted(ctx, q, e.Object, nil)
+}
+
+// Update implements handler.EventHandler; it maps the object before and after the change,
+// so that a child whose labels moved wakes both add-ons.
+func (h echoHandler) Update(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.sorted(ctx, q, e.ObjectNew, e.ObjectOld)
+}
+
+// Delete implements handler.EventHandler: a deletion always reconciles.
+func (h echoHandler) Delete(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.echoes.forget(h.kind, e.Object)
+	for _, r := range h.requests(ctx, e.Object, nil) {
+		q.Add(r)
+	}
+}
+
+// Generic implements handler.EventHandler.
+func (h echoHandler) Generic(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	for _, r := range h.requests(ctx, e.Object, nil) {
+		q.Add(r)
+	}
+}
+
+// sorted enqueues the requests of obj (and old), unless the event is an echo.
+func (h echoHandler) sorted(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], obj, old client.Object) {
+	requests := h.requests(ctx, obj, old)
+	if len(requests) == 0 {
+		return
+	}
+	h.echoes.sort(h.kind, obj, func() {
+		for _, r := range requests {
+			q.Add(r)
+		}
+	})
+}
+
+// requests maps obj, and old when set, to their distinct requests.
+func (h echoHandler) requests(ctx context.Context, obj, old client.Object) []reconcile.Request {
+	requests := h.mapFn(ctx, obj)
+	if old != nil {
+		for _, r := range h.mapFn(ctx, old) {
+			if !slices.Contains(requests, r) {
+				requests = append(requests, r)
+			}
+		}
+	}
+	return requests
+}
+
+// self maps an add-on's event to its own request.
+func self(_ context.Context, o client.Object) []reconcile.Request {
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}}}
+}
