@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -164,14 +165,17 @@ func waitForCache(ctx context.Context, reader client.Reader, applied map[addonsv
 	if len(applied) == 0 {
 		return
 	}
+	// Each object is read until it has caught up once, not on every poll.
+	behind := maps.Clone(applied)
 	caughtUp := func(ctx context.Context) (bool, error) {
-		for ref, generation := range applied {
+		for ref, generation := range behind {
 			live := &unstructured.Unstructured{}
 			live.SetGroupVersionKind(ref.GroupVersionKind())
 			err := reader.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, live)
 			if err != nil || live.GetGeneration() < generation {
 				return false, nil
 			}
+			delete(behind, ref)
 		}
 		return true, nil
 	}

@@ -146,9 +146,9 @@ func newCountingProxy(cfg *rest.Config) (*countingProxy, error) {
 			r.Out.Host = target.Host
 		},
 		Transport: transport,
-		// Watches stream: pass every event on at once.
-		FlushInterval: -1,
-		ErrorLog:      log.New(io.Discard, "", 0),
+		// No FlushInterval: ReverseProxy passes a response of unknown length (a watch
+		// stream) on at every write anyway, and writes the others whole.
+		ErrorLog: log.New(io.Discard, "", 0),
 	}
 	p.server = &http.Server{Handler: p, ReadHeaderTimeout: 30 * time.Second}
 	go func() { _ = p.server.Serve(ln) }()
