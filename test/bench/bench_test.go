@@ -177,3 +177,26 @@ func TestFluxBuildMissing(t *testing.T) {
 	g.Expect(findFlux(t.Context(), &o)).To(ConsistOf(missing))
 	g.Expect(o.impls).To(Equal([]string{implKaddons}))
 }
+
+func TestLargeTargetNamesEveryRepeat(t *testing.T) {
+	cases := []struct {
+		name string
+		run  run
+		want string
+	}{
+		{name: "a single run", run: kaddonsRun(1000, 29*time.Second, 140),
+			want: "PASS N=1000 applied within 30s: 29s"},
+		{name: "the median of three", run: func() run {
+			r := kaddonsRun(1000, 29*time.Second, 140)
+			r.walls = []time.Duration{27 * time.Second, 29 * time.Second, 41 * time.Second}
+			return r
+		}(), want: "PASS N=1000 applied within 30s: 29s (median of 3 runs: 27s, 29s, 41s)"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			res := &results{runs: []run{tc.run}}
+			g.Expect(res.largeTargets()[0]).To(Equal(tc.want))
+		})
+	}
+}

@@ -23,7 +23,10 @@ type run struct {
 	unrelated int
 
 	// create: from the first create until every add-on is applied, then until quiet.
-	create       createResult
+	create createResult
+	// walls are the applied times of every run of a repeated measurement, shortest
+	// first, of which this run's is the median; nil for a single run.
+	walls        []time.Duration
 	createCounts tally
 	createServer serverDelta
 
