@@ -84,11 +84,7 @@ func runBench(ctx context.Context, o options) error {
 			if !im.runsAt(o, n) {
 				continue
 			}
-			if name == implKaddons && n >= o.repeatMinN && o.repeat > 1 {
-				res.measureMedian(ctx, o, im, n, im.fullAt(o, n), work)
-			} else {
-				res.measure(ctx, o, im, n, 0, im.fullAt(o, n), work)
-			}
+			res.measureAt(ctx, o, im, n, work)
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -138,6 +134,15 @@ func (res *results) measure(ctx context.Context, o options, im impl, n, unrelate
 	if r, ok := res.runOnce(ctx, o, im, n, unrelated, full, work); ok {
 		res.runs = append(res.runs, r)
 	}
+}
+
+// measureAt measures im at n: once, or, for kaddons from -repeat-min-n up, -repeat times.
+func (res *results) measureAt(ctx context.Context, o options, im impl, n int, work string) {
+	if im.name == implKaddons && n >= o.repeatMinN && o.repeat > 1 {
+		res.measureMedian(ctx, o, im, n, im.fullAt(o, n), work)
+		return
+	}
+	res.measure(ctx, o, im, n, 0, im.fullAt(o, n), work)
 }
 
 // measureMedian performs o.repeat runs of im at n, each on a fresh control plane, and

@@ -546,7 +546,8 @@ func medianNote(r run) string {
 
 // commandLine is how this run was invoked, for the report.
 func commandLine(o options) string {
-	s := fmt.Sprintf("bench -n %s -unrelated %d -stock-concurrency %d -stock-max-n %d -flux-max-n %d -flux-full-max-n %d -extra-max-n %d -repeat %d -repeat-min-n %d",
+	s := fmt.Sprintf("bench -n %s -unrelated %d -stock-concurrency %d -stock-max-n %d -flux-max-n %d -flux-full-max-n %d "+
+		"-extra-max-n %d -repeat %d -repeat-min-n %d",
 		joinInts(o.sizes), o.unrelated, o.stockConcurrency, o.stockMaxN, o.fluxMaxN, o.fluxFullMaxN, o.extraMaxN, o.repeat, o.repeatMinN)
 	if o.memoryLimitFlag != "" {
 		s += " -memory-limit " + o.memoryLimitFlag
