@@ -28,11 +28,12 @@ func (crashingWriter) Patch(context.Context, client.Object, client.Patch, ...cli
 	return errCrashed
 }
 
-// crashAfterApply pauses the suite manager's CoreDNS controller and runs one reconcile
-// of cr on a reconciler whose status writes fail: everything is applied, nothing is
-// recorded in status. It returns what that reconcile rendered and a func that resumes
-// the manager, as a restart would.
-func crashAfterApply(t *testing.T, cr *addonsv1alpha1.CoreDNS) ([]addonsv1alpha1.ObjectReference, func()) {
+// crashAfterApply pauses the suite manager's CoreDNS controller, runs change (the create
+// or update the crashed reconcile is to apply, so that the suite manager cannot apply it
+// first), then runs one reconcile of cr on a reconciler whose status writes fail:
+// everything is applied, nothing is recorded in status. It returns what that reconcile
+// rendered and a func that resumes the manager, as a restart would.
+func crashAfterApply(t *testing.T, cr *addonsv1alpha1.CoreDNS, change func()) ([]addonsv1alpha1.ObjectReference, func()) {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -40,6 +41,7 @@ func crashAfterApply(t *testing.T, cr *addonsv1alpha1.CoreDNS) ([]addonsv1alpha1
 	paused := running
 	paused.PausedKinds = []string{"CoreDNS"}
 	withSettings(t, paused)
+	change()
 	crash, err := engine.NewWithClients(CoreDNSDefinition(), engine.Options{Source: source, Settings: engine.NewSettingsStore(running)},
 		engine.Clients{Client: crashingStatus{testMgr.GetClient()}, Reader: testMgr.GetAPIReader(), Scheme: testMgr.GetScheme(),
 			Mapper: testMgr.GetRESTMapper(), Recorder: testMgr.GetEventRecorder("crash-test")})
@@ -90,8 +92,9 @@ func TestWriteAheadInventoryLeavesNoOrphan(t *testing.T) {
 		g := NewWithT(t)
 		ns, elsewhere := newNamespace(t), newNamespace(t)
 		cr := newCoreDNS(ns, newVersion)
-		g.Expect(k8sClient.Create(context.Background(), cr)).To(Succeed())
-		orphans, resume := crashAfterApply(t, cr)
+		orphans, resume := crashAfterApply(t, cr, func() {
+			g.Expect(k8sClient.Create(context.Background(), cr)).To(Succeed())
+		})
 		g.Expect(cr.Status.Inventory.Objects()).To(BeEmpty(), "the crashed reconcile recorded an inventory")
 		g.Expect(clusterScoped(orphans)).NotTo(BeEmpty())
 
@@ -110,8 +113,9 @@ func TestWriteAheadInventoryLeavesNoOrphan(t *testing.T) {
 		g := NewWithT(t)
 		ns := newNamespace(t)
 		cr := newCoreDNS(ns, newVersion)
-		g.Expect(k8sClient.Create(context.Background(), cr)).To(Succeed())
-		orphans, _ := crashAfterApply(t, cr)
+		orphans, _ := crashAfterApply(t, cr, func() {
+			g.Expect(k8sClient.Create(context.Background(), cr)).To(Succeed())
+		})
 		// Deletion runs even while the kind is paused.
 		g.Expect(k8sClient.Delete(context.Background(), cr)).To(Succeed())
 		expectGone(t, orphans)
@@ -125,8 +129,9 @@ func TestWriteAheadInventoryLeavesNoOrphan(t *testing.T) {
 		cr := newCoreDNS(ns, newVersion)
 		createCoreDNS(t, cr)
 		applied := cr.Status.Inventory.Objects()
-		updateCoreDNS(t, cr, func(c *addonsv1alpha1.CoreDNS) { c.Spec.TargetNamespace = elsewhere })
-		orphans, resume := crashAfterApply(t, cr)
+		orphans, resume := crashAfterApply(t, cr, func() {
+			updateCoreDNS(t, cr, func(c *addonsv1alpha1.CoreDNS) { c.Spec.TargetNamespace = elsewhere })
+		})
 		g.Expect(cr.Status.Inventory.Objects()).To(Equal(applied), "the crashed reconcile recorded an inventory")
 		g.Expect(clusterScoped(orphans)).NotTo(BeEmpty())
 
