@@ -1,8 +1,11 @@
 package controllers
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -198,6 +202,9 @@ type requestCounter struct {
 	writes []string
 	// all lists every request as "METHOD path", in order.
 	all []string
+	// applied lists, for every server-side apply, "path kind" with the kind of the
+	// object the API server answered with, in order.
+	applied []string
 }
 
 // requests counts every request the suite's manager sends.
@@ -218,8 +225,62 @@ func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 			}
 			c.mu.Unlock()
 		}
-		return rt.RoundTrip(req)
+		resp, err := rt.RoundTrip(req)
+		if err == nil && req.Header.Get("Content-Type") == string(types.ApplyPatchType) {
+			kind, kerr := responseKind(resp)
+			if kerr != nil {
+				return nil, kerr
+			}
+			c.mu.Lock()
+			c.applied = append(c.applied, req.URL.Path+" "+kind)
+			c.mu.Unlock()
+		}
+		return resp, err
 	})
+}
+
+// responseKind returns the kind of the object in resp's body, JSON or protobuf, and
+// leaves the body to be read again.
+func responseKind(resp *http.Response) (string, error) {
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil {
+		return "", err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	if magic := []byte("k8s\x00"); bytes.HasPrefix(body, magic) {
+		var unknown runtime.Unknown
+		if err := unknown.Unmarshal(body[len(magic):]); err != nil {
+			return "", fmt.Errorf("decoding a protobuf response: %w", err)
+		}
+		return unknown.Kind, nil
+	}
+	var typeMeta metav1.TypeMeta
+	if err := json.Unmarshal(body, &typeMeta); err != nil {
+		return "", fmt.Errorf("decoding a JSON response: %w", err)
+	}
+	return typeMeta.Kind, nil
+}
+
+// appliedSince returns the server-side applies whose path names ns, from the n-th on,
+// each as "path kind" with the kind of the object the API server answered with.
+func (c *requestCounter) appliedSince(n int, ns string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, a := range c.applied[n:] {
+		if strings.Contains(a, ns) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// applyCount returns how many server-side applies were recorded so far.
+func (c *requestCounter) applyCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.applied)
 }
 
 // objectWritesSince returns the writes since the n-th whose path names ns (which includes

@@ -155,7 +155,7 @@ func TestCreatingAnAddonCostsNineRequests(t *testing.T) {
 	g := NewWithT(t)
 	ns := newNamespace(t)
 	cr := newCoreDNS(ns, newVersion)
-	mark, markAll := requests.writeCount(), requests.count()
+	mark, markAll, markApplied := requests.writeCount(), requests.count(), requests.applyCount()
 	createCoreDNS(t, cr)
 	waitQuiet(t, ns)
 	// Reads count too: the ownership check of the new objects is their create-only apply,
@@ -184,4 +184,9 @@ func TestCreatingAnAddonCostsNineRequests(t *testing.T) {
 		"PATCH /apis/addons.kaddons.dev/v1alpha1/namespaces/"+ns+"/coredns/"+cr.Name,
 		"PATCH /apis/addons.kaddons.dev/v1alpha1/namespaces/"+ns+"/coredns/"+cr.Name+"/status"),
 		"one patch for the finalizer and the write-ahead record, one for the status")
+	// The API server answers each apply with the object's metadata only: the engine reads
+	// nothing else from it, and neither side encodes or decodes the whole object.
+	applied := requests.appliedSince(markApplied, ns)
+	g.Expect(applied).To(HaveLen(7), "applies: %v", applied)
+	g.Expect(applied).To(HaveEach(HaveSuffix(" PartialObjectMetadata")), "applies: %v", applied)
 }

@@ -843,10 +843,7 @@ func (a *applier) recreate(ctx context.Context, u *unstructured.Unstructured) er
 
 // applyRetryingBindings server-side applies u, retrying a binding briefly on NotFound.
 func (a *applier) applyRetryingBindings(ctx context.Context, u *unstructured.Unstructured) error {
-	applyOnce := func() error {
-		return a.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
-			client.FieldOwner(FieldManager), client.ForceOwnership)
-	}
+	applyOnce := func() error { return a.applyForMetadata(ctx, u) }
 	if stageOf(u.GroupVersionKind().Group, u.GetKind()) != stageBindings {
 		return applyOnce()
 	}
@@ -856,6 +853,30 @@ func (a *applier) applyRetryingBindings(ctx context.Context, u *unstructured.Uns
 		return !apierrors.IsNotFound(err), nil
 	})
 	return err
+}
+
+// applyForMetadata server-side applies u and asks only for the metadata of the result:
+// the engine reads nothing else from it (the resource version and generation, for drift
+// and echoes), and the API server encodes and the manager decodes a fraction of the
+// object. On success, u carries the applied object's resource version, generation and
+// UID.
+func (a *applier) applyForMetadata(ctx context.Context, u *unstructured.Unstructured) error {
+	body, err := u.MarshalJSON()
+	if err != nil {
+		return fmt.Errorf("encoding %s: %w", refOf(u), err)
+	}
+	applied := &metav1.PartialObjectMetadata{}
+	applied.SetGroupVersionKind(u.GroupVersionKind())
+	applied.SetNamespace(u.GetNamespace())
+	applied.SetName(u.GetName())
+	if err := a.client.Patch(ctx, applied, client.RawPatch(types.ApplyPatchType, body),
+		client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		return err
+	}
+	u.SetResourceVersion(applied.GetResourceVersion())
+	u.SetGeneration(applied.GetGeneration())
+	u.SetUID(applied.GetUID())
+	return nil
 }
 
 // waitEstablished waits until the CRDs of the package are served, so that custom
