@@ -468,3 +468,30 @@ func TestCoreDNSValidation(t *testing.T) {
 	err := k8sClient.Create(ctx, &addonsv1alpha1.CoreDNS{ObjectMeta: metav1.ObjectMeta{Name: long, Namespace: ns}})
 	g.Expect(err).To(MatchError(ContainSubstring("name must be at most 63 characters")))
 }
+
+// TestCoreDNSPatchWithUnknownField checks that a field its kind does not have is refused
+// by the API server and reported, never dropped: the engine applies built-in kinds with
+// fieldValidation=Ignore, under which the API server still refuses an unknown field.
+func TestCoreDNSPatchWithUnknownField(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	cr := newCoreDNS(ns, newVersion)
+	createCoreDNS(t, cr)
+	key := types.NamespacedName{Namespace: ns, Name: "coredns"}
+	before := &appsv1.Deployment{}
+	g.Expect(k8sClient.Get(ctx, key, before)).To(Succeed())
+
+	updateCoreDNS(t, cr, func(c *addonsv1alpha1.CoreDNS) {
+		c.Spec.Patches = []*runtime.RawExtension{rawPatch(
+			`{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"coredns"},"spec":{"replicaz":3}}`)}
+	})
+	ready := waitReason(t, cr, addonsv1alpha1.ReasonApplyFailed)
+	g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+	g.Expect(ready.Message).To(ContainSubstring("Deployment"))
+	g.Expect(ready.Message).To(ContainSubstring(".spec.replicaz: field not declared in schema"))
+
+	after := &appsv1.Deployment{}
+	g.Expect(k8sClient.Get(ctx, key, after)).To(Succeed())
+	g.Expect(after.ResourceVersion).To(Equal(before.ResourceVersion), "the Deployment was written")
+}

@@ -13,9 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/wait"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -869,14 +871,28 @@ func (a *applier) applyForMetadata(ctx context.Context, u *unstructured.Unstruct
 	applied.SetGroupVersionKind(u.GroupVersionKind())
 	applied.SetNamespace(u.GetNamespace())
 	applied.SetName(u.GetName())
-	if err := a.client.Patch(ctx, applied, client.RawPatch(types.ApplyPatchType, body),
-		client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+	opts := []client.PatchOption{client.FieldOwner(FieldManager), client.ForceOwnership}
+	if builtIn(u.GroupVersionKind()) {
+		opts = append(opts, client.FieldValidation(metav1.FieldValidationIgnore))
+	}
+	if err := a.client.Patch(ctx, applied, client.RawPatch(types.ApplyPatchType, body), opts...); err != nil {
 		return err
 	}
 	u.SetResourceVersion(applied.GetResourceVersion())
 	u.SetGeneration(applied.GetGeneration())
 	u.SetUID(applied.GetUID())
 	return nil
+}
+
+// builtIn reports whether gvk is a kind compiled into the API server, as client-go's
+// scheme lists them. An apply of such a kind is sent with fieldValidation=Ignore: the API
+// server refuses an unknown field in it whatever the directive ("field not declared in
+// schema"), and a body encoded from a map cannot repeat a field, so the only effect of
+// the default (Warn) would be a second, strict YAML decoding of every apply on the API
+// server. Custom resources keep the default, under which the API server warns about the
+// fields their schema prunes.
+func builtIn(gvk schema.GroupVersionKind) bool {
+	return clientgoscheme.Scheme.Recognizes(gvk)
 }
 
 // waitEstablished waits until the CRDs of the package are served, so that custom
