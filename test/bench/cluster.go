@@ -10,12 +10,18 @@ import (
 	"strings"
 	"sync/atomic"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/dynamic"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
@@ -38,7 +44,7 @@ func init() {
 // cluster is a fresh kube-apiserver and etcd with both add-on CRDs installed.
 type cluster struct {
 	env *envtest.Environment
-	// admin is the unwrapped admin config; the proxy forwards with it.
+	// admin is the unwrapped admin config of the bench's own clients.
 	admin *rest.Config
 	// client and dynamic are the bench's own clients. Their requests are counted in
 	// self, so that they can be told apart in the API server's metrics.
@@ -249,3 +255,37 @@ type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 // RoundTrip calls f.
 func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// operatorAccount names the ServiceAccount whose token the proxy forwards with.
+const (
+	operatorAccountNamespace = "default"
+	operatorAccount          = "bench-operator"
+)
+
+// operatorConfig returns the config the proxy forwards the operator's requests with: the
+// API server's address and CA and the token of a cluster-admin ServiceAccount, so that
+// the API server authenticates the operator as it does an operator running in the
+// cluster (a cached token review) rather than by verifying a client certificate on every
+// request.
+func (c *cluster) operatorConfig(ctx context.Context) (*rest.Config, error) {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: operatorAccountNamespace, Name: operatorAccount}}
+	if err := c.client.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("creating ServiceAccount %s: %w", operatorAccount, err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: operatorAccount},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: operatorAccountNamespace, Name: operatorAccount}},
+	}
+	if err := c.client.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("creating ClusterRoleBinding %s: %w", operatorAccount, err)
+	}
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](24 * 3600)}}
+	if err := c.client.SubResource("token").Create(ctx, sa, req); err != nil {
+		return nil, fmt.Errorf("requesting a token for ServiceAccount %s: %w", operatorAccount, err)
+	}
+	cfg := &rest.Config{Host: c.admin.Host, BearerToken: req.Status.Token}
+	cfg.CAData = c.admin.CAData
+	cfg.ServerName = c.admin.ServerName
+	return cfg, nil
+}

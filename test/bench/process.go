@@ -50,12 +50,12 @@ type procSpec struct {
 	metricsAddr string
 }
 
-// writeKubeconfig writes a kubeconfig that points at the proxy, without credentials:
-// the proxy adds them.
-func writeKubeconfig(path, server string) error {
+// writeKubeconfig writes a kubeconfig that points at the proxy and trusts its
+// certificate, without credentials: the proxy adds them.
+func writeKubeconfig(path, server string, caData []byte) error {
 	cfg := clientcmdapi.NewConfig()
 	const name = "bench-proxy"
-	cfg.Clusters[name] = &clientcmdapi.Cluster{Server: server}
+	cfg.Clusters[name] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: caData}
 	cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{}
 	cfg.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
 	cfg.CurrentContext = name

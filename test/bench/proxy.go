@@ -2,10 +2,18 @@ package main
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"log"
+	"math/big"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -91,13 +99,20 @@ func (t tally) String() string {
 }
 
 // countingProxy is a loopback reverse proxy to the API server that counts what passes
-// through it. The operator under test talks to it over plain HTTP; it forwards with the
-// bench's admin credentials.
+// through it. The operator under test talks to it over TLS, with HTTP/2, as it talks to
+// an API server in a cluster: over plain HTTP, client-go would fall back to Go's default
+// transport, which asks for gzip whatever the client's DisableCompression and keeps two
+// idle connections, and would measure a client no cluster runs. The proxy forwards with
+// the credentials it is given.
 type countingProxy struct {
 	server   *http.Server
 	listener net.Listener
 	handler  http.Handler
 	info     *request.RequestInfoFactory
+
+	// caData is the PEM certificate the proxy serves, which the operator's kubeconfig
+	// trusts.
+	caData []byte
 
 	mu sync.Mutex
 	// trace, when set, gets one line per request.
@@ -111,7 +126,8 @@ type countingProxy struct {
 	watchedPath map[string]bool
 }
 
-// newCountingProxy starts a proxy on 127.0.0.1 in front of the API server of cfg.
+// newCountingProxy starts a proxy on 127.0.0.1 in front of the API server of cfg, and
+// forwards with cfg's credentials.
 func newCountingProxy(cfg *rest.Config) (*countingProxy, error) {
 	target, err := url.Parse(cfg.Host)
 	if err != nil {
@@ -125,12 +141,17 @@ func newCountingProxy(cfg *rest.Config) (*countingProxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the proxy's transport: %w", err)
 	}
+	certPEM, serving, err := selfSignedLoopbackCert()
+	if err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("listening for the proxy: %w", err)
 	}
 	p := &countingProxy{
 		listener: ln,
+		caData:   certPEM,
 		info: &request.RequestInfoFactory{
 			APIPrefixes:          sets.NewString("api", "apis"),
 			GrouplessAPIPrefixes: sets.NewString("api"),
@@ -150,8 +171,10 @@ func newCountingProxy(cfg *rest.Config) (*countingProxy, error) {
 		// stream) on at every write anyway, and writes the others whole.
 		ErrorLog: log.New(io.Discard, "", 0),
 	}
-	p.server = &http.Server{Handler: p, ReadHeaderTimeout: 30 * time.Second}
-	go func() { _ = p.server.Serve(ln) }()
+	p.server = &http.Server{Handler: p, ReadHeaderTimeout: 30 * time.Second,
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{serving}, MinVersion: tls.VersionTLS12}}
+	// ServeTLS offers HTTP/2 as well as HTTP/1.1.
+	go func() { _ = p.server.ServeTLS(ln, "", "") }()
 	return p, nil
 }
 
@@ -163,7 +186,37 @@ func (p *countingProxy) traceTo(w io.Writer) {
 }
 
 // URL returns the proxy's address.
-func (p *countingProxy) URL() string { return "http://" + p.listener.Addr().String() }
+func (p *countingProxy) URL() string { return "https://" + p.listener.Addr().String() }
+
+// CAData returns the PEM certificate a client of the proxy trusts.
+func (p *countingProxy) CAData() []byte { return p.caData }
+
+// selfSignedLoopbackCert returns a self-signed certificate for 127.0.0.1, as PEM and as
+// the proxy serves it.
+func selfSignedLoopbackCert() ([]byte, tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, tls.Certificate{}, fmt.Errorf("generating the proxy's key: %w", err)
+	}
+	now := time.Now()
+	template := &x509.Certificate{
+		SerialNumber:          big.NewInt(now.UnixNano()),
+		Subject:               pkix.Name{CommonName: "kaddons-bench-proxy"},
+		NotBefore:             now.Add(-time.Minute),
+		NotAfter:              now.Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, template, template, &key.PublicKey, key)
+	if err != nil {
+		return nil, tls.Certificate{}, fmt.Errorf("signing the proxy's certificate: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
+}
 
 // Close stops the proxy and drops the open watches.
 func (p *countingProxy) Close() error {

@@ -149,7 +149,11 @@ func (s *scenario) start(ctx context.Context) error {
 		}
 		fmt.Printf("    created %d unrelated objects in %s\n", s.unrelated, time.Since(started).Round(time.Millisecond))
 	}
-	if s.proxy, err = newCountingProxy(s.cluster.admin); err != nil {
+	forwardWith, err := s.cluster.operatorConfig(ctx)
+	if err != nil {
+		return err
+	}
+	if s.proxy, err = newCountingProxy(forwardWith); err != nil {
 		return err
 	}
 	if s.o.keep {
@@ -161,7 +165,7 @@ func (s *scenario) start(ctx context.Context) error {
 		s.proxy.traceTo(f)
 	}
 	s.kube = filepath.Join(s.work, s.logName(".kubeconfig"))
-	if err := writeKubeconfig(s.kube, s.proxy.URL()); err != nil {
+	if err := writeKubeconfig(s.kube, s.proxy.URL(), s.proxy.CAData()); err != nil {
 		return err
 	}
 	return s.startOperator(ctx)
