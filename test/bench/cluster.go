@@ -20,8 +20,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
@@ -275,7 +275,7 @@ func (c *cluster) operatorConfig(ctx context.Context) (*rest.Config, error) {
 	binding := &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: operatorAccount},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: operatorAccountNamespace, Name: operatorAccount}},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: operatorAccountNamespace, Name: operatorAccount}},
 	}
 	if err := c.client.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("creating ClusterRoleBinding %s: %w", operatorAccount, err)
