@@ -267,13 +267,7 @@ func responseKind(resp *http.Response) (string, error) {
 func (c *requestCounter) appliedSince(n int, ns string) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var out []string
-	for _, a := range c.applied[n:] {
-		if strings.Contains(a, ns) {
-			out = append(out, a)
-		}
-	}
-	return out
+	return naming(c.applied[n:], ns, "")
 }
 
 // applyCount returns how many server-side applies were recorded so far.
@@ -288,13 +282,7 @@ func (c *requestCounter) applyCount() int {
 func (c *requestCounter) objectWritesSince(n int, ns string) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var out []string
-	for _, w := range c.writes[n:] {
-		if strings.Contains(w, ns) && !strings.Contains(w, "/events") {
-			out = append(out, w)
-		}
-	}
-	return out
+	return naming(c.writes[n:], ns, "/events")
 }
 
 // count returns how many requests were recorded so far.
@@ -309,9 +297,15 @@ func (c *requestCounter) count() int {
 func (c *requestCounter) requestsSince(n int, ns string) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return naming(c.all[n:], ns, "")
+}
+
+// naming returns the recorded requests that contain ns and, unless it is empty, do not
+// contain except.
+func naming(recorded []string, ns, except string) []string {
 	var out []string
-	for _, r := range c.all[n:] {
-		if strings.Contains(r, ns) {
+	for _, r := range recorded {
+		if strings.Contains(r, ns) && (except == "" || !strings.Contains(r, except)) {
 			out = append(out, r)
 		}
 	}
