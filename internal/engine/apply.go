@@ -889,8 +889,8 @@ func (a *applier) applyForMetadata(ctx context.Context, u *unstructured.Unstruct
 // server refuses an unknown field in it whatever the directive ("field not declared in
 // schema"), and a body encoded from a map cannot repeat a field, so the only effect of
 // the default (Warn) would be a second, strict YAML decoding of every apply on the API
-// server. Custom resources keep the default, under which the API server warns about the
-// fields their schema prunes.
+// server. Custom resources keep the API server's default: what it does with their unknown
+// fields depends on their schema.
 func builtIn(gvk schema.GroupVersionKind) bool {
 	return clientgoscheme.Scheme.Recognizes(gvk)
 }
