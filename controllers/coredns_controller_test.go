@@ -67,6 +67,18 @@ func updateCoreDNS(t *testing.T, cr *addonsv1alpha1.CoreDNS, mutate func(*addons
 	}).WithTimeout(eventuallyTimeout).Should(Succeed())
 }
 
+// createCoreDNSWithDeployment creates a CoreDNS add-on of newVersion in a namespace of
+// its own and returns it with its Deployment as first applied.
+func createCoreDNSWithDeployment(t *testing.T) (*addonsv1alpha1.CoreDNS, *appsv1.Deployment) {
+	t.Helper()
+	cr := newCoreDNS(newNamespace(t), newVersion)
+	createCoreDNS(t, cr)
+	deploy := &appsv1.Deployment{}
+	NewWithT(t).Expect(k8sClient.Get(context.Background(),
+		types.NamespacedName{Namespace: cr.Namespace, Name: "coredns"}, deploy)).To(Succeed())
+	return cr, deploy
+}
+
 // rawPatch encodes a patch for spec.patches.
 func rawPatch(s string) *runtime.RawExtension {
 	return &runtime.RawExtension{Raw: []byte(s)}
@@ -474,13 +486,7 @@ func TestCoreDNSValidation(t *testing.T) {
 // fieldValidation=Ignore, under which the API server still refuses an unknown field.
 func TestCoreDNSPatchWithUnknownField(t *testing.T) {
 	g := NewWithT(t)
-	ctx := context.Background()
-	ns := newNamespace(t)
-	cr := newCoreDNS(ns, newVersion)
-	createCoreDNS(t, cr)
-	key := types.NamespacedName{Namespace: ns, Name: "coredns"}
-	before := &appsv1.Deployment{}
-	g.Expect(k8sClient.Get(ctx, key, before)).To(Succeed())
+	cr, before := createCoreDNSWithDeployment(t)
 
 	updateCoreDNS(t, cr, func(c *addonsv1alpha1.CoreDNS) {
 		c.Spec.Patches = []*runtime.RawExtension{rawPatch(
@@ -492,6 +498,6 @@ func TestCoreDNSPatchWithUnknownField(t *testing.T) {
 	g.Expect(ready.Message).To(ContainSubstring(".spec.replicaz: field not declared in schema"))
 
 	after := &appsv1.Deployment{}
-	g.Expect(k8sClient.Get(ctx, key, after)).To(Succeed())
+	g.Expect(k8sClient.Get(context.Background(), client.ObjectKeyFromObject(before), after)).To(Succeed())
 	g.Expect(after.ResourceVersion).To(Equal(before.ResourceVersion), "the Deployment was written")
 }

@@ -119,12 +119,8 @@ func TestNothingIsPrunedAfterAPartialApply(t *testing.T) {
 func TestImmutableFieldChange(t *testing.T) {
 	ctx := context.Background()
 	g := NewWithT(t)
-	ns := newNamespace(t)
-	cr := newCoreDNS(ns, newVersion)
-	createCoreDNS(t, cr)
-	key := types.NamespacedName{Namespace: ns, Name: "coredns"}
-	before := &appsv1.Deployment{}
-	g.Expect(k8sClient.Get(ctx, key, before)).To(Succeed())
+	cr, before := createCoreDNSWithDeployment(t)
+	ns, key := cr.Namespace, client.ObjectKeyFromObject(before)
 
 	updateCoreDNS(t, cr, func(c *addonsv1alpha1.CoreDNS) { c.Spec.Version = versionNewSelector })
 	ready := waitReason(t, cr, addonsv1alpha1.ReasonImmutableField)
