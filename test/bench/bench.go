@@ -190,9 +190,9 @@ func (res *results) runOnce(ctx context.Context, o options, im impl, n, unrelate
 
 // summary is the one-line progress report of a run.
 func summary(r run) string {
-	s := fmt.Sprintf("applied in %s (created in %s), %.1f requests/add-on (%s), RSS %s",
+	s := fmt.Sprintf("applied in %s (created in %s), %.1f requests/add-on (%s), CPU ms/add-on %s, RSS %s",
 		r.create.wall.Round(time.Millisecond), r.create.created.Round(time.Millisecond),
-		perAddon(r.createCounts.requests(), r.n), r.createCounts, mib(r.mem.rss))
+		perAddon(r.createCounts.requests(), r.n), r.createCounts, r.createServer.cpu.perAddon(r.n), mib(r.mem.rss))
 	if r.full {
 		s += fmt.Sprintf("; no-op: %d requests, %.0f etcd writes; restart: %d reconcile requests, all reconciled after %s (every add-on: %s); drift: %d writes",
 			r.touch.counts.requests(), r.touch.server.etcdWrites, r.restart.reconcileRequests(), r.cold.all.Round(time.Millisecond),

@@ -173,6 +173,8 @@ type serverDelta struct {
 	internalWrites float64
 	// etcdByResource are all etcd writes by resource, the bench's own included.
 	etcdByResource map[string]float64
+	// cpu is the CPU time each party used, the operator's quiet period included.
+	cpu cpuTimes
 }
 
 // delta returns what happened between the scrapes before and after, without the

@@ -130,7 +130,8 @@ func (res *results) data(targets []string) reportData {
 		FluxKustomize:    fmt.Sprintf("--concurrent=%d", fluxKustomizeConcurrency),
 	}
 	d.Create = [][]string{{colOperator, "N", colApplied, "Created after", "Per add-on p50 / p99", "Requests / add-on",
-		"Writes / add-on (events)", "API server: requests / writes per add-on", "etcd writes / add-on"}}
+		"Writes / add-on (events)", "API server: requests / writes per add-on", "etcd writes / add-on",
+		"CPU ms / add-on: API server / etcd / operator / bench (all)"}}
 	d.NoOp = [][]string{{colOperator, "N", colReconciles, "Requests", "Writes", "Requests / reconcile", colEtcdWrites, colWritten}}
 	d.Restart = [][]string{{colOperator, "N", "Cold start: N reconciles", "Cold start: every add-on", colReconciles, "Discovery + lists", "Watches",
 		"Reconcile requests", "Writes", "Reconcile requests / add-on", colEtcdWrites, colWritten}}
@@ -164,7 +165,7 @@ func (res *results) addRows(d *reportData, r run) {
 		fmt.Sprintf("%.1f", perAddon(c.requests(), r.n)),
 		fmt.Sprintf("%.1f (%.1f)", perAddon(c.writes(), r.n), perAddon(c.eventWrites, r.n)),
 		fmt.Sprintf("%.1f / %.1f", r.createServer.requests/float64(r.n), r.createServer.writes/float64(r.n)),
-		fmt.Sprintf("%.1f", r.createServer.etcdWrites/float64(r.n))})
+		fmt.Sprintf("%.1f", r.createServer.etcdWrites/float64(r.n)), r.createServer.cpu.perAddon(r.n)})
 	if !r.full {
 		return
 	}

@@ -220,6 +220,10 @@ func (s *scenario) window(ctx context.Context, fn func(ctx context.Context) erro
 		return tally{}, nil, serverDelta{}, err
 	}
 	s.traceAddon(ctx, "before")
+	cpuBefore, err := sampleCPU(s.op)
+	if err != nil {
+		return tally{}, nil, serverDelta{}, err
+	}
 	m := s.proxy.mark()
 	if err := fn(ctx); err != nil {
 		return tally{}, nil, serverDelta{}, err
@@ -228,12 +232,17 @@ func (s *scenario) window(ctx context.Context, fn func(ctx context.Context) erro
 		return tally{}, nil, serverDelta{}, err
 	}
 	counts, writes := s.proxy.since(m)
+	cpuAfter, err := sampleCPU(s.op)
+	if err != nil {
+		return tally{}, nil, serverDelta{}, err
+	}
 	s.traceAddon(ctx, "after")
 	after, err := s.cluster.scrape(ctx)
 	if err != nil {
 		return tally{}, nil, serverDelta{}, err
 	}
 	d := delta(before, after)
+	d.cpu = cpuAfter.sub(cpuBefore)
 	if s.trace != nil {
 		_, _ = fmt.Fprintf(s.trace, "--- etcd writes by resource, the bench's own included: %v\n", d.etcdByResource)
 	}
