@@ -2,18 +2,11 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"log"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -25,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/client-go/rest"
+
+	"github.com/kaddons/kaddons/internal/loopbackcert"
 )
 
 // Request classes the proxy counts. Resource requests use the API server's own verbs;
@@ -141,9 +136,13 @@ func newCountingProxy(cfg *rest.Config) (*countingProxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the proxy's transport: %w", err)
 	}
-	certPEM, serving, err := selfSignedLoopbackCert()
+	certPEM, keyPEM, err := loopbackcert.New()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("making the proxy's certificate: %w", err)
+	}
+	serving, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("loading the proxy's certificate: %w", err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -190,33 +189,6 @@ func (p *countingProxy) URL() string { return "https://" + p.listener.Addr().Str
 
 // CAData returns the PEM certificate a client of the proxy trusts.
 func (p *countingProxy) CAData() []byte { return p.caData }
-
-// selfSignedLoopbackCert returns a self-signed certificate for 127.0.0.1, as PEM and as
-// the proxy serves it.
-func selfSignedLoopbackCert() ([]byte, tls.Certificate, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, tls.Certificate{}, fmt.Errorf("generating the proxy's key: %w", err)
-	}
-	now := time.Now()
-	template := &x509.Certificate{
-		SerialNumber:          big.NewInt(now.UnixNano()),
-		Subject:               pkix.Name{CommonName: "kaddons-bench-proxy"},
-		NotBefore:             now.Add(-time.Minute),
-		NotAfter:              now.Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, template, template, &key.PublicKey, key)
-	if err != nil {
-		return nil, tls.Certificate{}, fmt.Errorf("signing the proxy's certificate: %w", err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
-}
 
 // Close stops the proxy and drops the open watches.
 func (p *countingProxy) Close() error {
