@@ -158,9 +158,11 @@ const maxNotReadyInMessage = 3
 // the next reconcile takes back.
 const cacheCatchUp = 2 * time.Second
 
-// waitForCache waits, at most timeout, until reader holds every object of applied at least
-// at the generation it was applied with.
-func waitForCache(ctx context.Context, reader client.Reader, applied map[addonsv1alpha1.ObjectReference]int64,
+// waitForCache waits, at most timeout, until c's cache holds every object of applied at
+// least at the generation it was applied with. It reads only the generation, so it reads
+// kinds the scheme knows as Go types: typedReads then copies the cached struct rather than
+// converting it to unstructured on every poll.
+func waitForCache(ctx context.Context, c client.Client, applied map[addonsv1alpha1.ObjectReference]int64,
 	timeout time.Duration) {
 	if len(applied) == 0 {
 		return
@@ -169,9 +171,8 @@ func waitForCache(ctx context.Context, reader client.Reader, applied map[addonsv
 	behind := maps.Clone(applied)
 	caughtUp := func(ctx context.Context) (bool, error) {
 		for ref, generation := range behind {
-			live := &unstructured.Unstructured{}
-			live.SetGroupVersionKind(ref.GroupVersionKind())
-			err := reader.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, live)
+			live := TypedPrototype(c.Scheme(), ref.GroupVersionKind())
+			err := c.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, live)
 			if err != nil || live.GetGeneration() < generation {
 				return false, nil
 			}

@@ -1,11 +1,21 @@
 package engine
 
 import (
+	"context"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/yaml"
+
+	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 )
 
 func TestObjectHealth(t *testing.T) {
@@ -182,6 +192,60 @@ status: {observedGeneration: 1, currentHealthy: 2, desiredHealthy: 1}`,
 			}
 			if !strings.Contains(msg, tc.message) {
 				t.Errorf("message %q does not contain %q", msg, tc.message)
+			}
+		})
+	}
+}
+
+func TestWaitForCache(t *testing.T) {
+	deployment := addonsv1alpha1.ObjectReference{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "ns", Name: "coredns"}
+	widget := addonsv1alpha1.ObjectReference{Group: "example.com", Version: "v1", Kind: "Widget", Namespace: "ns", Name: "w"}
+	cachedWidget := &unstructured.Unstructured{}
+	cachedWidget.SetGroupVersionKind(widget.GroupVersionKind())
+	cachedWidget.SetNamespace("ns")
+	cachedWidget.SetName("w")
+	cachedWidget.SetGeneration(3)
+	for _, tc := range []struct {
+		name    string
+		applied map[addonsv1alpha1.ObjectReference]int64
+		// caughtUp is whether every applied object is in the cache at its generation.
+		caughtUp bool
+		// readAs is the Go type each read of the object asks the cache for.
+		readAs string
+	}{
+		{name: "built-in kind read as its Go type", applied: map[addonsv1alpha1.ObjectReference]int64{deployment: 2},
+			caughtUp: true, readAs: "*v1.Deployment"},
+		{name: "built-in kind behind the applied generation", applied: map[addonsv1alpha1.ObjectReference]int64{deployment: 3},
+			readAs: "*v1.Deployment"},
+		{name: "custom kind read unstructured", applied: map[addonsv1alpha1.ObjectReference]int64{widget: 3},
+			caughtUp: true, readAs: "*unstructured.Unstructured"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var reads []string
+			c := fake.NewClientBuilder().WithScheme(testScheme(t)).
+				WithObjects(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "coredns", Generation: 2}},
+					cachedWidget.DeepCopy()).
+				WithInterceptorFuncs(interceptor.Funcs{
+					Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+						reads = append(reads, reflect.TypeOf(obj).String())
+						return c.Get(ctx, key, obj, opts...)
+					},
+				}).Build()
+			waitForCache(t.Context(), c, tc.applied, 50*time.Millisecond)
+			if len(reads) == 0 {
+				t.Fatal("waitForCache read nothing")
+			}
+			for _, r := range reads {
+				if r != tc.readAs {
+					t.Fatalf("waitForCache read a %s, want %s", r, tc.readAs)
+				}
+			}
+			// Caught up, one read is enough; behind, it polls until the timeout.
+			if tc.caughtUp && len(reads) != 1 {
+				t.Fatalf("waitForCache read %d times an object already caught up, want 1", len(reads))
+			}
+			if !tc.caughtUp && len(reads) < 2 {
+				t.Fatalf("waitForCache read an object behind its generation %d time(s), want it polled", len(reads))
 			}
 		})
 	}
