@@ -123,26 +123,30 @@ func TestRunsAt(t *testing.T) {
 	g.Expect(stock.runsAt(o, 2000)).To(BeTrue())
 }
 
-// kaddonsRun is a kaddons run at n, applied after wall, with rss MiB.
-func kaddonsRun(n int, wall time.Duration, rss int64) run {
+// kaddonsRun is a kaddons run at n, applied after wall, with rss and a live Go heap of
+// live MiB.
+func kaddonsRun(n int, wall time.Duration, rss, live int64) run {
 	im, _ := implByName(implKaddons)
-	return run{impl: im, n: n, full: true, create: createResult{wall: wall}, mem: memory{rss: rss << 20}}
+	return run{impl: im, n: n, full: true, create: createResult{wall: wall}, mem: memory{rss: rss << 20},
+		liveHeap: float64(live << 20)}
 }
 
 func TestGrowthTarget(t *testing.T) {
+	// Per add-on above N=1 at N=200: 50 ms, 206 KiB of RSS, 36 KiB of live heap.
+	base := []run{kaddonsRun(1, 200*time.Millisecond, 60, 8), kaddonsRun(200, 10*time.Second, 100, 15)}
 	cases := []struct {
 		name string
 		runs []run
 		want string
 	}{
-		{name: "linear", want: "PASS", runs: []run{
-			kaddonsRun(1, 200*time.Millisecond, 60), kaddonsRun(200, 10*time.Second, 100), kaddonsRun(2000, 110*time.Second, 450)}},
-		{name: "time per add-on grows", want: "MISS", runs: []run{
-			kaddonsRun(1, 200*time.Millisecond, 60), kaddonsRun(200, 10*time.Second, 100), kaddonsRun(2000, 130*time.Second, 450)}},
-		{name: "memory per add-on grows", want: "MISS", runs: []run{
-			kaddonsRun(1, 200*time.Millisecond, 60), kaddonsRun(200, 10*time.Second, 100), kaddonsRun(2000, 100*time.Second, 600)}},
-		{name: "nothing above N=200", want: "MISS", runs: []run{kaddonsRun(1, time.Second, 60), kaddonsRun(200, 10*time.Second, 100)}},
-		{name: "no baseline", want: "MISS", runs: []run{kaddonsRun(200, 10*time.Second, 100), kaddonsRun(500, 25*time.Second, 200)}},
+		{name: "linear", want: "PASS", runs: append(base, kaddonsRun(2000, 110*time.Second, 450, 78))},
+		{name: "time per add-on grows", want: "MISS", runs: append(base, kaddonsRun(2000, 130*time.Second, 450, 78))},
+		{name: "live heap per add-on grows", want: "MISS", runs: append(base, kaddonsRun(2000, 100*time.Second, 450, 88))},
+		{name: "RSS per add-on grows past its margin", want: "MISS", runs: append(base, kaddonsRun(2000, 100*time.Second, 600, 78))},
+		{name: "RSS per add-on moves within its margin", want: "PASS", runs: append(base, kaddonsRun(2000, 100*time.Second, 510, 78))},
+		{name: "live heap not reported", want: "MISS", runs: append(base, kaddonsRun(2000, 100*time.Second, 450, 0))},
+		{name: "nothing above N=200", want: "MISS", runs: base},
+		{name: "no baseline", want: "MISS", runs: []run{kaddonsRun(200, 10*time.Second, 100, 15), kaddonsRun(500, 25*time.Second, 200, 26)}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -184,10 +188,10 @@ func TestLargeTargetNamesEveryRepeat(t *testing.T) {
 		run  run
 		want string
 	}{
-		{name: "a single run", run: kaddonsRun(1000, 29*time.Second, 140),
+		{name: "a single run", run: kaddonsRun(1000, 29*time.Second, 140, 50),
 			want: "PASS N=1000 applied within 30s: 29s"},
 		{name: "the median of three", run: func() run {
-			r := kaddonsRun(1000, 29*time.Second, 140)
+			r := kaddonsRun(1000, 29*time.Second, 140, 50)
 			r.walls = []time.Duration{27 * time.Second, 29 * time.Second, 41 * time.Second}
 			return r
 		}(), want: "PASS N=1000 applied within 30s: 29s (median of 3 runs: 27s, 29s, 41s)"},

@@ -248,6 +248,9 @@ type operatorMetrics struct {
 	goroutines float64
 	// heap is the Go heap in use, in bytes: RSS without the binary and the runtime's slack.
 	heap float64
+	// liveHeap is the Go heap the last collection found reachable, in bytes: what the
+	// operator keeps, without the garbage and free pages that depend on when it ran.
+	liveHeap float64
 	// memLimit is the Go runtime's soft memory limit (GOMEMLIMIT; math.MaxInt64 when
 	// unset), as the process reports it.
 	memLimit float64
@@ -265,6 +268,7 @@ func (o *operator) metrics(ctx context.Context) (operatorMetrics, error) {
 		total.addons += m.addons
 		total.goroutines += m.goroutines
 		total.heap += m.heap
+		total.liveHeap += m.liveHeap
 		total.memLimit = max(total.memLimit, m.memLimit)
 	}
 	return total, nil
@@ -283,7 +287,7 @@ func (p *process) metrics(ctx context.Context, im impl) (operatorMetrics, error)
 		return operatorMetrics{}, fmt.Errorf("reading the metrics of %s: %w", p.name, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
-	keep := []string{"controller_runtime_reconcile_total", "go_goroutines", "go_memstats_heap_inuse_bytes", "go_gc_gomemlimit_bytes"}
+	keep := []string{"controller_runtime_reconcile_total", "go_goroutines", "go_memstats_heap_inuse_bytes", "go_gc_heap_live_bytes", "go_gc_gomemlimit_bytes"}
 	if im.perAddonMetric != "" {
 		keep = append(keep, im.perAddonMetric)
 	}
@@ -297,6 +301,7 @@ func (p *process) metrics(ctx context.Context, im impl) (operatorMetrics, error)
 		}),
 		goroutines: ss.sum("go_goroutines", nil),
 		heap:       ss.sum("go_memstats_heap_inuse_bytes", nil),
+		liveHeap:   ss.sum("go_gc_heap_live_bytes", nil),
 		memLimit:   ss.sum("go_gc_gomemlimit_bytes", nil),
 		addons:     ss.addons(im.perAddonMetric, im.kind),
 	}, nil

@@ -33,6 +33,7 @@ type run struct {
 	// After the create phase settled.
 	mem        memory
 	heap       float64
+	liveHeap   float64
 	goroutines float64
 	// memLimit is the soft memory limit the operator's Go runtime reports.
 	memLimit float64
@@ -294,6 +295,7 @@ func (s *scenario) settledState(ctx context.Context, r *run) error {
 	}
 	r.goroutines = m.goroutines
 	r.heap = m.heap
+	r.liveHeap = m.liveHeap
 	r.memLimit = m.memLimit
 	r.watches = s.proxy.watches()
 	return nil
