@@ -1,6 +1,8 @@
 package main
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -201,6 +203,39 @@ func TestLargeTargetNamesEveryRepeat(t *testing.T) {
 			g := NewWithT(t)
 			res := &results{runs: []run{tc.run}}
 			g.Expect(res.largeTargets()[0]).To(Equal(tc.want))
+		})
+	}
+}
+
+func TestCollectGarbage(t *testing.T) {
+	cases := []struct {
+		name   string
+		status int
+		// pprof is whether the process serves pprof.
+		pprof   bool
+		want    []string
+		wantErr bool
+	}{
+		{name: "serves pprof", status: http.StatusOK, pprof: true, want: []string{"/debug/pprof/heap?gc=1"}},
+		{name: "serves no pprof", status: http.StatusOK},
+		{name: "pprof fails", status: http.StatusInternalServerError, pprof: true, want: []string{"/debug/pprof/heap?gc=1"}, wantErr: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			var got []string
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				got = append(got, r.URL.RequestURI())
+				w.WriteHeader(tc.status)
+			}))
+			defer srv.Close()
+			p := &process{name: "manager"}
+			if tc.pprof {
+				p.profilerAddr = strings.TrimPrefix(srv.URL, "http://")
+			}
+			err := (&operator{procs: []*process{p}}).collectGarbage(t.Context())
+			g.Expect(err != nil).To(Equal(tc.wantErr), "error: %v", err)
+			g.Expect(got).To(Equal(tc.want))
 		})
 	}
 }

@@ -28,6 +28,8 @@ type impl struct {
 	// (labels kind, namespace and name), which appears when the add-on's first reconcile in
 	// the process finishes: the cold start's per-add-on signal.
 	perAddonMetric string
+	// pprof is whether the operator's command serves pprof on procPaths.profilerAddr.
+	pprof bool
 	// command returns the operator's command line, given the bench's paths.
 	command func(p procPaths) (string, []string)
 	// env returns what the operator's environment adds to the bench's.
@@ -62,6 +64,9 @@ type impl struct {
 // procPaths are what an operator process needs from the bench.
 type procPaths struct {
 	repo, manager, metricsAddr string
+	// profilerAddr is where the kaddons manager serves pprof (--profiler-address), so that
+	// the bench can ask it for a garbage collection before reading its live heap.
+	profilerAddr string
 	// kaddonsConfig is the kaddons manager's configuration file.
 	kaddonsConfig    string
 	stockConcurrency int
@@ -93,12 +98,14 @@ var impls = []impl{
 		controller: coreDNS,
 		// The engine sets it at the end of every reconcile (docs/lifecycle.md).
 		perAddonMetric: "kaddons_addon_ready",
+		pprof:          true,
 		command: func(p procPaths) (string, []string) {
 			args := append([]string{
 				"--channels", filepath.Join(p.repo, "channels"),
 				"--metrics-bind-address", p.metricsAddr, "--metrics-secure=false",
 				"--health-probe-bind-address=0",
 				"--config", p.kaddonsConfig,
+				"--profiler-address", p.profilerAddr,
 			}, p.kaddonsFlags...)
 			return p.manager, args
 		},

@@ -2,9 +2,11 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -32,7 +34,9 @@ type process struct {
 	name        string
 	cmd         *exec.Cmd
 	metricsAddr string
-	logPath     string
+	// profilerAddr is where the process serves pprof; empty when it does not.
+	profilerAddr string
+	logPath      string
 	// exited is closed when the process has exited; waitErr is then its exit status.
 	exited  chan struct{}
 	waitErr error
@@ -48,6 +52,8 @@ type procSpec struct {
 	env []string
 	// metricsAddr is where the process serves its controller-runtime metrics.
 	metricsAddr string
+	// profilerAddr is where the process serves pprof; empty when it does not.
+	profilerAddr string
 }
 
 // writeKubeconfig writes a kubeconfig that points at the proxy and trusts its
@@ -85,8 +91,13 @@ func (im impl) specs(paths procPaths) ([]procSpec, error) {
 		return nil, err
 	}
 	paths.metricsAddr = addr
+	if im.pprof {
+		if paths.profilerAddr, err = freeLoopbackAddr(); err != nil {
+			return nil, err
+		}
+	}
 	bin, args := im.command(paths)
-	spec := procSpec{name: im.name, bin: bin, args: args, metricsAddr: addr}
+	spec := procSpec{name: im.name, bin: bin, args: args, metricsAddr: addr, profilerAddr: paths.profilerAddr}
 	if im.env != nil {
 		spec.env = im.env(paths)
 	}
@@ -129,7 +140,8 @@ func startProcess(spec procSpec, kubeconfig, logPath string) (*process, error) {
 		_ = logFile.Close()
 		return nil, fmt.Errorf("starting %s: %w", spec.bin, err)
 	}
-	p := &process{name: spec.name, cmd: cmd, metricsAddr: spec.metricsAddr, logPath: logPath, exited: make(chan struct{})}
+	p := &process{name: spec.name, cmd: cmd, metricsAddr: spec.metricsAddr, profilerAddr: spec.profilerAddr,
+		logPath: logPath, exited: make(chan struct{})}
 	go func() {
 		p.waitErr = cmd.Wait()
 		_ = logFile.Close()
@@ -256,6 +268,42 @@ type operatorMetrics struct {
 	memLimit float64
 }
 
+// collectGarbage has each process that serves pprof run a garbage collection (the heap
+// profile's gc=1), so that the live heap it then reports is what it keeps now rather than
+// what it kept at its last automatic collection, which may have run before the last
+// add-ons were cached.
+func (o *operator) collectGarbage(ctx context.Context) error {
+	for _, p := range o.procs {
+		if p.profilerAddr == "" {
+			continue
+		}
+		if err := p.get(ctx, p.profilerAddr, "/debug/pprof/heap?gc=1", io.Discard); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// get reads path from the process's server at addr into w.
+func (p *process) get(ctx context.Context, addr, path string, w io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("reading %s of %s: %w", path, p.name, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("reading %s of %s: %s", path, p.name, resp.Status)
+	}
+	_, err = io.Copy(w, resp.Body)
+	return err
+}
+
 // metrics scrapes the metrics endpoints of the operator's processes and adds them up.
 func (o *operator) metrics(ctx context.Context) (operatorMetrics, error) {
 	var total operatorMetrics
@@ -276,22 +324,15 @@ func (o *operator) metrics(ctx context.Context) (operatorMetrics, error) {
 
 // metrics scrapes the process's metrics endpoint.
 func (p *process) metrics(ctx context.Context, im impl) (operatorMetrics, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.metricsAddr+"/metrics", nil)
-	if err != nil {
+	var body bytes.Buffer
+	if err := p.get(ctx, p.metricsAddr, "/metrics", &body); err != nil {
 		return operatorMetrics{}, err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return operatorMetrics{}, fmt.Errorf("reading the metrics of %s: %w", p.name, err)
-	}
-	defer func() { _ = resp.Body.Close() }()
 	keep := []string{"controller_runtime_reconcile_total", "go_goroutines", "go_memstats_heap_inuse_bytes", "go_gc_heap_live_bytes", "go_gc_gomemlimit_bytes"}
 	if im.perAddonMetric != "" {
 		keep = append(keep, im.perAddonMetric)
 	}
-	ss, err := parseSamples(resp.Body, keep...)
+	ss, err := parseSamples(&body, keep...)
 	if err != nil {
 		return operatorMetrics{}, err
 	}

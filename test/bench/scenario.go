@@ -289,6 +289,11 @@ func (s *scenario) settledState(ctx context.Context, r *run) error {
 	if r.mem, err = s.op.memory(); err != nil {
 		return err
 	}
+	// After the RSS: a collection frees heap pages, but the runtime returns them to the
+	// system only later.
+	if err := s.op.collectGarbage(ctx); err != nil {
+		return err
+	}
 	m, err := s.op.metrics(ctx)
 	if err != nil {
 		return err
