@@ -284,9 +284,9 @@ func (o *operator) collectGarbage(ctx context.Context) error {
 	return nil
 }
 
-// get reads path from the process's server at addr into w.
+// get reads path from the process's server at addr into w, within 10 seconds.
 func (p *process) get(ctx context.Context, addr, path string, w io.Writer) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
 	if err != nil {
