@@ -78,13 +78,29 @@ func runBench(ctx context.Context, o options) error {
 			return err
 		}
 	}
+	// kaddons first, in rounds (see measureKaddons); its runs take their place among the
+	// others' in the report, by size and then implementation.
+	var kaddonsRuns map[int]run
+	if slices.Contains(o.impls, implKaddons) {
+		im, _ := implByName(implKaddons)
+		kaddonsRuns = res.measureKaddons(ctx, o, im, work)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
 	for _, n := range o.sizes {
 		for _, name := range o.impls {
+			if name == implKaddons {
+				if r, ok := kaddonsRuns[n]; ok {
+					res.runs = append(res.runs, r)
+				}
+				continue
+			}
 			im, _ := implByName(name)
 			if !im.runsAt(o, n) {
 				continue
 			}
-			res.measureAt(ctx, o, im, n, work)
+			res.measure(ctx, o, im, n, 0, im.fullAt(o, n), work)
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -136,39 +152,84 @@ func (res *results) measure(ctx context.Context, o options, im impl, n, unrelate
 	}
 }
 
-// measureAt measures im at n: once, or, for kaddons from -repeat-min-n up, -repeat times.
-func (res *results) measureAt(ctx context.Context, o options, im impl, n int, work string) {
-	if im.name == implKaddons && n >= o.repeatMinN && o.repeat > 1 {
-		res.measureMedian(ctx, o, im, n, im.fullAt(o, n), work)
-		return
-	}
-	res.measure(ctx, o, im, n, 0, im.fullAt(o, n), work)
-}
-
-// measureMedian performs o.repeat runs of im at n, each on a fresh control plane, and
-// records the one whose applied time is the median (the lower one of an even count),
-// with the applied times of all of them. The machines are noisy: one run's applied time
-// varies by a quarter from one run to the next.
-func (res *results) measureMedian(ctx context.Context, o options, im impl, n int, full bool, work string) {
-	var runs []run
-	for i := range o.repeat {
-		fmt.Printf("bench: %s, N=%d, 0 unrelated objects, run %d of %d\n", im.label, n, i+1, o.repeat)
-		if r, ok := res.runOnce(ctx, o, im, n, 0, full, work); ok {
-			runs = append(runs, r)
+// measureKaddons measures kaddons at every size and returns its recorded run per size:
+// once below -repeat-min-n, and -repeat times from there up, each on a fresh control
+// plane, where the run with the median applied time is recorded (the lower one of an
+// even count) with the applied times of all of them. The repeated sizes run in rounds
+// (kaddonsSchedule): the machines are noisy, one run's applied time varies by a quarter
+// from one run to the next and the same work costs a fifth more CPU from one minute to
+// the next, so every size is measured across the same stretch of time, and the growth
+// target compares sizes measured minutes apart rather than the half hour the other
+// operators' runs take.
+func (res *results) measureKaddons(ctx context.Context, o options, im impl, work string) map[int]run {
+	schedule := kaddonsSchedule(o, im)
+	byN := map[int][]run{}
+	for _, step := range schedule {
+		if step.rounds > 1 {
+			fmt.Printf("bench: %s, N=%d, 0 unrelated objects, round %d of %d\n", im.label, step.n, step.round, step.rounds)
+		} else {
+			fmt.Printf("bench: %s, N=%d, 0 unrelated objects\n", im.label, step.n)
+		}
+		if r, ok := res.runOnce(ctx, o, im, step.n, 0, im.fullAt(o, step.n), work); ok {
+			byN[step.n] = append(byN[step.n], r)
 		}
 		if ctx.Err() != nil {
-			return
+			break
 		}
 	}
-	if len(runs) == 0 {
-		return
+	out := map[int]run{}
+	for n, runs := range byN {
+		out[n] = medianRun(runs)
 	}
-	slices.SortFunc(runs, func(a, b run) int { return cmp.Compare(a.create.wall, b.create.wall) })
-	median := runs[(len(runs)-1)/2]
-	for _, r := range runs {
-		median.walls = append(median.walls, r.create.wall)
+	return out
+}
+
+// scheduled is one run of kaddons' schedule: size n, in round round of rounds (1 of 1
+// for a size measured once).
+type scheduled struct {
+	n, round, rounds int
+}
+
+// kaddonsSchedule orders kaddons' runs: each size below -repeat-min-n once, in the order
+// of -n, then -repeat rounds of the sizes from -repeat-min-n up, each round in the order
+// of -n.
+func kaddonsSchedule(o options, im impl) []scheduled {
+	var once, repeated []int
+	for _, n := range o.sizes {
+		switch {
+		case !im.runsAt(o, n):
+		case o.repeat > 1 && n >= o.repeatMinN:
+			repeated = append(repeated, n)
+		default:
+			once = append(once, n)
+		}
 	}
-	res.runs = append(res.runs, median)
+	var out []scheduled
+	for _, n := range once {
+		out = append(out, scheduled{n: n, round: 1, rounds: 1})
+	}
+	for round := 1; round <= o.repeat && len(repeated) > 0; round++ {
+		for _, n := range repeated {
+			out = append(out, scheduled{n: n, round: round, rounds: o.repeat})
+		}
+	}
+	return out
+}
+
+// medianRun returns the run of runs whose applied time is the median (the lower one of
+// an even count), carrying the applied times of all of them, shortest first, when there
+// is more than one.
+func medianRun(runs []run) run {
+	sorted := slices.Clone(runs)
+	slices.SortStableFunc(sorted, func(a, b run) int { return cmp.Compare(a.create.wall, b.create.wall) })
+	median := sorted[(len(sorted)-1)/2]
+	if len(runs) > 1 {
+		median.walls = nil
+		for _, r := range sorted {
+			median.walls = append(median.walls, r.create.wall)
+		}
+	}
+	return median
 }
 
 // runOnce performs one run and returns it; a failure is recorded, and the run is still

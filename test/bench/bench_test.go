@@ -125,6 +125,71 @@ func TestRunsAt(t *testing.T) {
 	g.Expect(stock.runsAt(o, 2000)).To(BeTrue())
 }
 
+func TestKaddonsSchedule(t *testing.T) {
+	cases := []struct {
+		name string
+		o    options
+		want []scheduled
+	}{
+		{name: "make bench's sizes: the sizes from N=200 up in three rounds, after the smaller ones",
+			o: options{sizes: []int{1, 50, 200, 500, 1000}, repeat: 3, repeatMinN: 200},
+			want: []scheduled{{1, 1, 1}, {50, 1, 1}, {200, 1, 3}, {500, 1, 3}, {1000, 1, 3},
+				{200, 2, 3}, {500, 2, 3}, {1000, 2, 3}, {200, 3, 3}, {500, 3, 3}, {1000, 3, 3}}},
+		{name: "the order of -n is kept",
+			o:    options{sizes: []int{1000, 1, 500}, repeat: 2, repeatMinN: 500},
+			want: []scheduled{{1, 1, 1}, {1000, 1, 2}, {500, 1, 2}, {1000, 2, 2}, {500, 2, 2}}},
+		{name: "-repeat 1 measures every size once",
+			o:    options{sizes: []int{50, 500}, repeat: 1, repeatMinN: 200},
+			want: []scheduled{{50, 1, 1}, {500, 1, 1}}},
+		{name: "no size reaches -repeat-min-n",
+			o:    options{sizes: []int{1, 50}, repeat: 3, repeatMinN: 200},
+			want: []scheduled{{1, 1, 1}, {50, 1, 1}}},
+	}
+	kaddons, _ := implByName(implKaddons)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			g.Expect(kaddonsSchedule(tc.o, kaddons)).To(Equal(tc.want))
+		})
+	}
+}
+
+func TestMedianRun(t *testing.T) {
+	cases := []struct {
+		name      string
+		walls     []time.Duration
+		wantWall  time.Duration
+		wantWalls []time.Duration
+	}{
+		{name: "one run carries no list", walls: []time.Duration{20 * time.Second}, wantWall: 20 * time.Second},
+		{name: "three runs: the middle one, with all three shortest first",
+			walls:    []time.Duration{18 * time.Second, 15 * time.Second, 19 * time.Second},
+			wantWall: 18 * time.Second, wantWalls: []time.Duration{15 * time.Second, 18 * time.Second, 19 * time.Second}},
+		{name: "two runs: the lower one",
+			walls:    []time.Duration{31 * time.Second, 29 * time.Second},
+			wantWall: 29 * time.Second, wantWalls: []time.Duration{29 * time.Second, 31 * time.Second}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			var runs []run
+			for i, w := range tc.walls {
+				r := kaddonsRun(500, w, int64(100+i), 40)
+				runs = append(runs, r)
+			}
+			m := medianRun(runs)
+			g.Expect(m.create.wall).To(Equal(tc.wantWall))
+			g.Expect(m.walls).To(Equal(tc.wantWalls))
+			for _, r := range runs {
+				if r.create.wall == tc.wantWall {
+					g.Expect(m.mem).To(Equal(r.mem), "the median run is recorded whole, not only its time")
+				}
+			}
+			g.Expect(runs[0].walls).To(BeNil(), "the runs given are not changed")
+		})
+	}
+}
+
 // kaddonsRun is a kaddons run at n, applied after wall, with rss and a live Go heap of
 // live MiB.
 func kaddonsRun(n int, wall time.Duration, rss, live int64) run {

@@ -105,9 +105,9 @@ func main() {
 		"The kaddons manager's memory limit (e.g. 256Mi), passed as GOMEMLIMIT in bytes as the Deployment's downward API does; "+
 			"empty reads limits.memory of config/manager/manager.yaml; none sets no GOMEMLIMIT.")
 	fs.IntVar(&o.repeat, "repeat", 3,
-		"How many times kaddons is measured at each size from -repeat-min-n up, each on a fresh control plane; "+
+		"How many times kaddons is measured at each size from -repeat-min-n up, in rounds over those sizes, each on a fresh control plane; "+
 			"the run with the median applied time is reported, with every run's applied time.")
-	fs.IntVar(&o.repeatMinN, "repeat-min-n", 500, "The smallest size at which kaddons is measured -repeat times.")
+	fs.IntVar(&o.repeatMinN, "repeat-min-n", growthBaseN, "The smallest size at which kaddons is measured -repeat times.")
 	fs.BoolVar(&o.keep, "keep", false, "Keep the work directory (operator logs, request traces, kubeconfigs) after the run.")
 	o.stock.bindFlags(fs)
 	_ = fs.Parse(os.Args[1:]) // ExitOnError
