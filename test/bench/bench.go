@@ -78,8 +78,24 @@ func runBench(ctx context.Context, o options) error {
 			return err
 		}
 	}
-	// kaddons first, in rounds (see measureKaddons); its runs take their place among the
-	// others' in the report, by size and then implementation.
+	if err := res.measureSizes(ctx, o, work); err != nil {
+		return err
+	}
+	if o.unrelated > 0 && slices.Contains(o.impls, implKaddons) {
+		im, _ := implByName(implKaddons)
+		res.measure(ctx, o, im, o.extraSize(), o.unrelated, false, work)
+	}
+	if o.oci && ctx.Err() == nil {
+		res.measureOCI(ctx, o, o.extraSize(), work)
+	}
+	res.duration = time.Since(res.started)
+	return res.write(o)
+}
+
+// measureSizes measures every implementation at every size: kaddons first, in rounds
+// (see measureKaddons), then each other operator by size. kaddons' runs take their
+// place among the others' in the report, by size and then implementation.
+func (res *results) measureSizes(ctx context.Context, o options, work string) error {
 	var kaddonsRuns map[int]run
 	if slices.Contains(o.impls, implKaddons) {
 		im, _ := implByName(implKaddons)
@@ -106,15 +122,7 @@ func runBench(ctx context.Context, o options) error {
 			}
 		}
 	}
-	if o.unrelated > 0 && slices.Contains(o.impls, implKaddons) {
-		im, _ := implByName(implKaddons)
-		res.measure(ctx, o, im, o.extraSize(), o.unrelated, false, work)
-	}
-	if o.oci && ctx.Err() == nil {
-		res.measureOCI(ctx, o, o.extraSize(), work)
-	}
-	res.duration = time.Since(res.started)
-	return res.write(o)
+	return nil
 }
 
 // findFlux sets o.fluxDir when Flux is to be measured, or drops Flux from o.impls and
