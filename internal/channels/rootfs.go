@@ -83,3 +83,30 @@ func (d rootFS) ReadFile(name string) ([]byte, error) {
 	defer done()
 	return fs.ReadFile(fsys, name)
 }
+
+// openDir opens dir of fsys for a series of reads relative to it, and returns a function
+// that releases it. For a directory source it is one os.Root at dir, opened through the
+// source's root (a symbolic link may lead to dir if it stays inside the source): each
+// read through the returned file system is then one system call relative to dir's
+// descriptor, where a read through rootFS opens the source's directory again and walks
+// down to dir. For any other file system it is fs.Sub.
+func openDir(fsys fs.FS, dir string) (fs.FS, func(), error) {
+	d, ok := fsys.(rootFS)
+	if !ok {
+		sub, err := fs.Sub(fsys, dir)
+		return sub, func() {}, err
+	}
+	root, err := os.OpenRoot(string(d))
+	if err != nil {
+		return nil, nil, err
+	}
+	if dir != "." {
+		sub, err := root.OpenRoot(dir)
+		_ = root.Close()
+		if err != nil {
+			return nil, nil, err
+		}
+		root = sub
+	}
+	return root.FS(), func() { _ = root.Close() }, nil
+}

@@ -303,10 +303,10 @@ func (s *Source) Render(r Resolved) (string, error) {
 	}
 	dir := packageDir(r.Addon, r.Version)
 	key := r.Addon + "/" + r.Version
-	if info, err := fs.Stat(s.fsys, dir); err != nil || !info.IsDir() {
+	fp, err := fingerprint(s.fsys, dir)
+	if err != nil {
 		return "", errorf(addonsv1alpha1.ReasonVersionNotFound, err, "%s has no version %q", r.Addon, r.Version)
 	}
-	fp := fingerprint(s.fsys, dir)
 
 	s.mu.Lock()
 	cached, ok := s.renders[key]
@@ -362,6 +362,16 @@ func (s *Source) Render(r Resolved) (string, error) {
 	return string(out), nil
 }
 
+// entryInfo returns what the entry e of the folder listing at name names: the entry's
+// own information (which reading the folder fetched), or, for a symbolic link, what the
+// link leads to.
+func entryInfo(fsys fs.FS, name string, e fs.DirEntry) (fs.FileInfo, error) {
+	if e.Type()&fs.ModeSymlink == 0 {
+		return e.Info()
+	}
+	return fs.Stat(fsys, name)
+}
+
 // maxDepth bounds how deep fingerprint descends, which also ends symlink loops.
 const maxDepth = 16
 
@@ -369,35 +379,49 @@ const maxDepth = 16
 // under dir of fsys. It follows symbolic links to folders (a ConfigMap volume is made of
 // them) up to maxDepth levels, and records an entry it cannot read instead of stopping:
 // a change to any file, a broken one included, changes the fingerprint, so that fixing a
-// package or a channel file is noticed.
-func fingerprint(fsys fs.FS, dir string) string {
+// package or a channel file is noticed. It fails only when dir itself cannot be opened
+// as a folder.
+//
+// Every reconcile of an add-on pays for it, cached render or not: dir is opened once
+// (openDir) and every entry is read relative to it.
+func fingerprint(fsys fs.FS, dir string) (string, error) {
+	sub, done, err := openDir(fsys, dir)
+	if err != nil {
+		return "", err
+	}
+	defer done()
+	top, err := fs.ReadDir(sub, ".")
+	if err != nil {
+		return "", err
+	}
 	var parts []string
-	var walk func(dir string, depth int)
-	walk = func(dir string, depth int) {
-		if depth > maxDepth {
-			parts = append(parts, dir+":too deep")
-			return
-		}
-		entries, err := fs.ReadDir(fsys, dir)
-		if err != nil {
-			parts = append(parts, dir+":"+err.Error())
-			return
-		}
+	var walk func(rel string, entries []fs.DirEntry, depth int)
+	walk = func(rel string, entries []fs.DirEntry, depth int) {
 		for _, e := range entries {
-			name := path.Join(dir, e.Name())
-			info, err := fs.Stat(fsys, name) // follows a symlink
+			name := path.Join(rel, e.Name())
+			info, err := entryInfo(sub, name, e)
 			if err != nil {
 				parts = append(parts, fmt.Sprintf("%s:%v:%v", name, e.Type(), err))
 				continue
 			}
 			parts = append(parts, fmt.Sprintf("%s:%v:%v:%d:%d", name, e.Type(), info.Mode(), info.Size(),
 				info.ModTime().UnixNano()))
-			if info.IsDir() {
-				walk(name, depth+1)
+			if !info.IsDir() {
+				continue
 			}
+			if depth+1 > maxDepth {
+				parts = append(parts, name+":too deep")
+				continue
+			}
+			children, err := fs.ReadDir(sub, name)
+			if err != nil {
+				parts = append(parts, name+":"+err.Error())
+				continue
+			}
+			walk(name, children, depth+1)
 		}
 	}
-	walk(dir, 0)
+	walk(".", top, 0)
 	slices.Sort(parts)
-	return strings.Join(parts, ";")
+	return strings.Join(parts, ";"), nil
 }

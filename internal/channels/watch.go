@@ -39,9 +39,9 @@ func (s *Source) Changes(interval time.Duration) <-chan event.GenericEvent {
 // poll compares the fingerprint of the whole source every interval, for as long as the
 // process runs, and notifies every subscriber when it moved.
 func (w *watcher) poll(s *Source, interval time.Duration) {
-	last := fingerprint(s.fsys, ".")
+	last := sourceFingerprint(s)
 	for range time.Tick(interval) {
-		now := fingerprint(s.fsys, ".")
+		now := sourceFingerprint(s)
 		if now == last {
 			continue
 		}
@@ -56,4 +56,14 @@ func (w *watcher) poll(s *Source, interval time.Duration) {
 		}
 		w.mu.Unlock()
 	}
+}
+
+// sourceFingerprint is the fingerprint of the whole source, or the error that kept it
+// from being read: a source that cannot be read, or can again, has changed.
+func sourceFingerprint(s *Source) string {
+	fp, err := fingerprint(s.fsys, ".")
+	if err != nil {
+		return "unreadable: " + err.Error()
+	}
+	return fp
 }
