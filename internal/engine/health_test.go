@@ -8,8 +8,12 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -246,6 +250,108 @@ func TestWaitForCache(t *testing.T) {
 			}
 			if !tc.caughtUp && len(reads) < 2 {
 				t.Fatalf("waitForCache read an object behind its generation %d time(s), want it polled", len(reads))
+			}
+		})
+	}
+}
+
+// TestStatuslessHealthMatchesKstatus: for every built-in kind whose Go type has no status,
+// statuslessHealth says what kstatus (through objectHealth) says of the same object, live
+// or being deleted; the kinds that have a status go to kstatus.
+func TestStatuslessHealthMatchesKstatus(t *testing.T) {
+	seen := map[string]bool{}
+	for gvk := range clientgoscheme.Scheme.AllKnownTypes() {
+		typed, ok := newStatusless(gvk)
+		if !ok {
+			continue
+		}
+		seen[gvk.Kind] = true
+		for _, deleting := range []bool{false, true} {
+			obj := typed.DeepCopyObject().(client.Object)
+			obj.SetName("x")
+			obj.SetNamespace("n")
+			obj.SetGeneration(3)
+			if deleting {
+				now := metav1.Now()
+				obj.SetDeletionTimestamp(&now)
+				obj.SetFinalizers([]string{"example.com/hold"})
+			}
+			u := &unstructured.Unstructured{}
+			if err := toUnstructured(obj, gvk, u); err != nil {
+				t.Fatalf("%s: %v", gvk, err)
+			}
+			wantReady, wantMsg, err := objectHealth(u)
+			if err != nil {
+				t.Fatalf("%s: kstatus: %v", gvk, err)
+			}
+			ready, msg := statuslessHealth(obj)
+			if ready != wantReady || msg != wantMsg {
+				t.Errorf("%s (being deleted: %v): statuslessHealth = %v %q, kstatus = %v %q", gvk, deleting, ready, msg, wantReady, wantMsg)
+			}
+		}
+	}
+	for _, kind := range []string{"ConfigMap", "Secret", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"} {
+		if !seen[kind] {
+			t.Errorf("%s is not read as a kind without status", kind)
+		}
+	}
+	for _, gvk := range []schema.GroupVersionKind{
+		{Version: "v1", Kind: "Service"}, {Group: "apps", Version: "v1", Kind: "Deployment"},
+		{Group: "policy", Version: "v1", Kind: "PodDisruptionBudget"}, {Version: "v1", Kind: "Namespace"},
+		{Group: "addons.kaddons.dev", Version: "v1alpha1", Kind: "CoreDNS"},
+	} {
+		if _, ok := newStatusless(gvk); ok {
+			t.Errorf("%s is read as a kind without status", gvk)
+		}
+	}
+}
+
+// TestCheckHealth: the children's health, read from a client, whether their kind has a
+// status or not.
+func TestCheckHealth(t *testing.T) {
+	ref := func(group, kind, name string) addonsv1alpha1.ObjectReference {
+		return addonsv1alpha1.ObjectReference{Group: group, Version: "v1", Kind: kind, Namespace: "n", Name: name}
+	}
+	terminating := metav1.Now()
+	objects := []client.Object{
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "live", Namespace: "n"}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "going", Namespace: "n",
+			DeletionTimestamp: &terminating, Finalizers: []string{"example.com/hold"}}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "old", Namespace: "n", Generation: 1}},
+		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: "n", Generation: 1},
+			Spec:   appsv1.DeploymentSpec{Replicas: ptr.To[int32](2)},
+			Status: appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 1, AvailableReplicas: 1}},
+	}
+	c := fake.NewClientBuilder().WithObjects(objects...).Build()
+	cases := []struct {
+		name     string
+		refs     []addonsv1alpha1.ObjectReference
+		min      map[addonsv1alpha1.ObjectReference]int64
+		notReady []string
+	}{
+		{name: "a live ConfigMap is ready", refs: []addonsv1alpha1.ObjectReference{ref("", "ConfigMap", "live")}},
+		{name: "a ConfigMap being deleted is not",
+			refs:     []addonsv1alpha1.ObjectReference{ref("", "ConfigMap", "going")},
+			notReady: []string{"ConfigMap n/going: Resource scheduled for deletion"}},
+		{name: "a missing ServiceAccount",
+			refs:     []addonsv1alpha1.ObjectReference{ref("", "ServiceAccount", "none")},
+			notReady: []string{"ServiceAccount n/none: not found"}},
+		{name: "a cached ServiceAccount older than the applied generation",
+			refs:     []addonsv1alpha1.ObjectReference{ref("", "ServiceAccount", "old")},
+			min:      map[addonsv1alpha1.ObjectReference]int64{ref("", "ServiceAccount", "old"): 2},
+			notReady: []string{"ServiceAccount n/old: waiting for the applied generation to be observed"}},
+		{name: "a Deployment short of replicas goes through kstatus",
+			refs:     []addonsv1alpha1.ObjectReference{ref("", "ConfigMap", "live"), ref("apps", "Deployment", "d")},
+			notReady: []string{"Deployment n/d: Available: 1/2"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h, err := checkHealth(t.Context(), c, tc.refs, tc.min)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(h.notReady, tc.notReady) {
+				t.Fatalf("not ready = %q, want %q", h.notReady, tc.notReady)
 			}
 		})
 	}
