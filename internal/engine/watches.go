@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -28,6 +29,23 @@ import (
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 )
+
+// Retry delays of a failed reconcile: doubled from MinRetryDelay on each failure in a row
+// of the same add-on, up to MaxRetryDelay.
+const (
+	MinRetryDelay = 5 * time.Millisecond
+	MaxRetryDelay = time.Minute
+)
+
+// RetryRateLimiter is the back-off of a reconcile that failed (a transient error: the
+// API server restarting, refusing or timing out): controller-runtime's own exponential
+// back-off, but capped at MaxRetryDelay instead of its 1000 s. A storm of failures (every
+// watch re-list during an outage wakes every add-on, and each wake fails again) would
+// otherwise push an add-on's next retry a quarter of an hour past the end of the outage,
+// while it shows a stale failure. A success resets the add-on's delay.
+func RetryRateLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](MinRetryDelay, MaxRetryDelay)
+}
 
 // SetupWithManager registers the controller: it watches the add-on kind and, through the
 // shared cache, every child kind, mapping child events back to their add-on by label.
@@ -46,7 +64,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named(r.name).
 		Watches(r.def.Prototype, echoHandler{echoes: r.echoes, kind: r.gvk.GroupKind(), mapFn: self},
 			builder.WithPredicates(specOrDeletionChanged())).
-		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency, RateLimiter: RetryRateLimiter()}).
 		WithLogConstructor(r.logConstructor(mgr.GetLogger()))
 	for _, gvk := range r.def.Children {
 		// The typed informer where the scheme has the kind: the one the engine's reads

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 )
@@ -71,5 +73,45 @@ func TestCacheOptionsFilterEveryChildKind(t *testing.T) {
 	}
 	if opts.DefaultTransform == nil {
 		t.Error("managed fields are not stripped from the cache")
+	}
+}
+
+// TestRetryRateLimiter: a failing add-on is retried after a delay that doubles with each
+// failure in a row, never more than MaxRetryDelay, and starts over after a success.
+func TestRetryRateLimiter(t *testing.T) {
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "a", Name: "x"}}
+	other := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "b", Name: "x"}}
+	for _, tc := range []struct {
+		name     string
+		failures int
+		want     time.Duration
+	}{
+		{"the first failure", 1, MinRetryDelay},
+		{"the second", 2, 2 * MinRetryDelay},
+		{"the tenth", 10, 512 * MinRetryDelay},
+		{"the fourteenth, still below the cap", 14, 8192 * MinRetryDelay},
+		{"the fifteenth, at the cap", 15, MaxRetryDelay},
+		{"a storm's fiftieth", 50, MaxRetryDelay},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			limiter := RetryRateLimiter()
+			var got time.Duration
+			for range tc.failures {
+				got = limiter.When(req)
+			}
+			if got != tc.want {
+				t.Errorf("delay after %d failures = %s, want %s", tc.failures, got, tc.want)
+			}
+			if n := limiter.NumRequeues(req); n != tc.failures {
+				t.Errorf("NumRequeues = %d, want %d", n, tc.failures)
+			}
+			if d := limiter.When(other); d != MinRetryDelay {
+				t.Errorf("another add-on's first delay = %s, want %s", d, MinRetryDelay)
+			}
+			limiter.Forget(req)
+			if d := limiter.When(req); d != MinRetryDelay {
+				t.Errorf("delay after a success and a new failure = %s, want %s", d, MinRetryDelay)
+			}
+		})
 	}
 }
