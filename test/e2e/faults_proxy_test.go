@@ -41,6 +41,10 @@ type faultProxy struct {
 	mu sync.Mutex
 	// writes are the accepted writes (2xx answers), in the order they were answered.
 	writes []proxyWrite
+	// unsettled are the writes forwarded to the API server that got no answer or a 5xx
+	// one: whether they were committed is unknown (etcd may have stored one whose answer
+	// was lost when it or the API server went away).
+	unsettled []proxyWrite
 	// onWrite, when set, is called (without mu) after each accepted write.
 	onWrite func(proxyWrite)
 	// errorRate is the share of requests answered with 429 or 500 instead of being
@@ -215,14 +219,20 @@ func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		return
 	}
-	if rec.code < 200 || rec.code > 299 {
-		return
-	}
 	object := strings.Join([]string{req.group, req.resource, req.namespace, req.name}, "/")
 	if req.subresource != "" {
 		object += "/" + req.subresource
 	}
 	write := proxyWrite{at: time.Now(), verb: req.verb, object: object, code: rec.code}
+	if rec.code == 0 || rec.code >= http.StatusInternalServerError {
+		p.mu.Lock()
+		p.unsettled = append(p.unsettled, write)
+		p.mu.Unlock()
+		return
+	}
+	if rec.code < 200 || rec.code > 299 {
+		return
+	}
 	p.mu.Lock()
 	p.writes = append(p.writes, write)
 	hook := p.onWrite
@@ -332,8 +342,21 @@ func (p *faultProxy) stats() (injected, severed int) {
 func (p *faultProxy) writesSince(since time.Time) []proxyWrite {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return answeredSince(p.writes, since)
+}
+
+// unsettledSince returns the writes answered at or after since whose outcome is unknown
+// (see faultProxy.unsettled).
+func (p *faultProxy) unsettledSince(since time.Time) []proxyWrite {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return answeredSince(p.unsettled, since)
+}
+
+// answeredSince returns the writes of writes answered at or after since.
+func answeredSince(writes []proxyWrite, since time.Time) []proxyWrite {
 	var out []proxyWrite
-	for _, w := range p.writes {
+	for _, w := range writes {
 		if !w.at.Before(since) {
 			out = append(out, w)
 		}
