@@ -198,11 +198,17 @@ type applyRequest struct {
 	excluded exclusions
 }
 
+// written is what a write left of an object: its generation and resource version.
+type written struct {
+	generation      int64
+	resourceVersion string
+}
+
 // applyResult is what one apply did. After a failed apply it still holds everything
 // written so far and the inventory that covers it.
 type applyResult struct {
-	// applied maps each object written to its generation right after the write.
-	applied map[addonsv1alpha1.ObjectReference]int64
+	// applied maps each object written to what the write left.
+	applied map[addonsv1alpha1.ObjectReference]written
 	// inventory is the inventory to record: after a partial apply or prune it also keeps
 	// every object that may still exist.
 	inventory []addonsv1alpha1.ObjectReference
@@ -225,7 +231,7 @@ func (req applyRequest) ownerKey() string {
 // errors are typed: *conflictError, *modeError, *immutableError, *pruneError, and
 // *writeError for anything else the API server refused.
 func (a *applier) apply(ctx context.Context, req applyRequest) (applyResult, error) {
-	res := applyResult{applied: map[addonsv1alpha1.ObjectReference]int64{}}
+	res := applyResult{applied: map[addonsv1alpha1.ObjectReference]written{}}
 	stages := map[int][]*unstructured.Unstructured{}
 	for _, u := range req.objects {
 		s := stageOf(u.GroupVersionKind().Group, u.GetKind())
@@ -696,7 +702,7 @@ func (w *stageWriter) applyStage(ctx context.Context, objects []*unstructured.Un
 				errs = append(errs, fmt.Errorf("applying %s: %w", ref, err))
 				return
 			}
-			w.res.applied[ref] = u.GetGeneration()
+			w.res.applied[ref] = written{generation: u.GetGeneration(), resourceVersion: u.GetResourceVersion()}
 			if !w.req.inputsChanged && drifted(w.live[ref], u) {
 				w.res.drifted = append(w.res.drifted, ref)
 			}
@@ -987,7 +993,7 @@ func staleObjects(previous, desired []addonsv1alpha1.ObjectReference) []addonsv1
 // mergeInventory returns desired plus the entries of extra it lacks. When applied is not
 // nil, desired entries count only if they were applied.
 func mergeInventory(extra, desired []addonsv1alpha1.ObjectReference,
-	applied map[addonsv1alpha1.ObjectReference]int64) []addonsv1alpha1.ObjectReference {
+	applied map[addonsv1alpha1.ObjectReference]written) []addonsv1alpha1.ObjectReference {
 	var out []addonsv1alpha1.ObjectReference
 	for _, d := range desired {
 		if _, ok := applied[d]; applied == nil || ok {

@@ -45,7 +45,7 @@ func TestInventoryDiff(t *testing.T) {
 	for _, tc := range []struct {
 		name              string
 		previous, desired []addonsv1alpha1.ObjectReference
-		applied           map[addonsv1alpha1.ObjectReference]int64
+		applied           map[addonsv1alpha1.ObjectReference]written
 		wantStale         []addonsv1alpha1.ObjectReference
 		wantMerged        []addonsv1alpha1.ObjectReference
 	}{
@@ -56,7 +56,7 @@ func TestInventoryDiff(t *testing.T) {
 		{name: "a new API version is the same object", previous: []addonsv1alpha1.ObjectReference{cm}, desired: []addonsv1alpha1.ObjectReference{movedVersion},
 			wantMerged: []addonsv1alpha1.ObjectReference{movedVersion}},
 		{name: "partial apply keeps what was applied and everything before", previous: []addonsv1alpha1.ObjectReference{svc},
-			desired: []addonsv1alpha1.ObjectReference{cm, sa}, applied: map[addonsv1alpha1.ObjectReference]int64{cm: 1},
+			desired: []addonsv1alpha1.ObjectReference{cm, sa}, applied: map[addonsv1alpha1.ObjectReference]written{cm: {generation: 1}},
 			wantStale: []addonsv1alpha1.ObjectReference{svc}, wantMerged: []addonsv1alpha1.ObjectReference{cm, svc}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -12,6 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 )
 
 // echoes tells the watch events of the engine's own writes from every other event. The
@@ -146,12 +148,25 @@ func (e *echoes) sort(gk schema.GroupKind, obj client.Object, pass func()) {
 
 // forget drops what is remembered of the writes to obj, of kind gk (it was deleted).
 func (e *echoes) forget(gk schema.GroupKind, obj client.Object) {
+	e.forgetKey(keyOf(gk, obj))
+}
+
+// unseen drops what is remembered of the last write to ref: the reconcile that made it
+// did not see it in the cache, so its event, when it comes, is news and reconciles. The
+// informer may deliver nothing else: after a re-list it sends only an object's latest
+// state, which is what a write that changed nothing (a no-op apply) left.
+func (e *echoes) unseen(ref addonsv1alpha1.ObjectReference) {
+	e.forgetKey(echoKey{kind: ref.GroupVersionKind().GroupKind(), namespace: ref.Namespace, name: ref.Name})
+}
+
+// forgetKey drops what is remembered of the writes to the object of key.
+func (e *echoes) forgetKey(key echoKey) {
 	if e == nil {
 		return
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	delete(e.written, keyOf(gk, obj))
+	delete(e.written, key)
 }
 
 // echoHandler enqueues the requests mapFn maps an event's object to, as

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
@@ -44,7 +46,11 @@ const (
 func (r *Reconciler) health(ctx context.Context, st *reconcileState) outcome {
 	status := st.addon.GetAddonStatus()
 	generation := st.addon.GetGeneration()
-	waitForCache(ctx, r.client, st.applied.applied, cacheCatchUp)
+	// An object the cache has not caught up with is judged from its older copy below,
+	// so the event of the write is not an echo: it must reconcile once it comes.
+	for _, ref := range waitForCache(ctx, r.client, st.applied.applied, cacheCatchUp) {
+		r.echoes.unseen(ref)
+	}
 	h, err := checkHealth(ctx, r.client, status.Inventory.Objects(), st.applied.applied)
 	if err != nil {
 		return failed(addonsv1alpha1.ReasonHealthCheckFailed, err)
@@ -162,22 +168,40 @@ const maxNotReadyInMessage = 3
 // the next reconcile takes back.
 const cacheCatchUp = 2 * time.Second
 
-// waitForCache waits, at most timeout, until c's cache holds every object of applied at
-// least at the generation it was applied with. It reads only the generation, so it reads
-// kinds the scheme knows as Go types: typedReads then copies the cached struct rather than
-// converting it to unstructured on every poll.
-func waitForCache(ctx context.Context, c client.Client, applied map[addonsv1alpha1.ObjectReference]int64,
-	timeout time.Duration) {
+// msgCacheBehind is what health says of a child whose cached copy is older than the
+// reconcile's own write to it.
+const msgCacheBehind = "waiting for the operator's cache to show the applied object"
+
+// shownBy reports whether live, a cached copy, shows the write w or a later change: its
+// resource version is not older than the one the write left. Resource versions of one
+// resource compare as integers (CompareResourceVersion); where one does not parse, the
+// generation decides.
+func (w written) shownBy(live metav1.Object) bool {
+	if w.resourceVersion != "" {
+		if cmp, err := resourceversion.CompareResourceVersion(live.GetResourceVersion(), w.resourceVersion); err == nil {
+			return cmp >= 0
+		}
+	}
+	return live.GetGeneration() >= w.generation
+}
+
+// waitForCache waits, at most timeout, until c's cache shows every write of applied
+// (written.shownBy), and returns the objects it still holds at an older state (or not at
+// all), sorted. It reads only the metadata, so it reads kinds the scheme knows as Go
+// types: typedReads then copies the cached struct rather than converting it to
+// unstructured on every poll.
+func waitForCache(ctx context.Context, c client.Client, applied map[addonsv1alpha1.ObjectReference]written,
+	timeout time.Duration) []addonsv1alpha1.ObjectReference {
 	if len(applied) == 0 {
-		return
+		return nil
 	}
 	// Each object is read until it has caught up once, not on every poll.
 	behind := maps.Clone(applied)
 	caughtUp := func(ctx context.Context) (bool, error) {
-		for ref, generation := range behind {
+		for ref, w := range behind {
 			live := TypedPrototype(c.Scheme(), ref.GroupVersionKind())
 			err := c.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, live)
-			if err != nil || live.GetGeneration() < generation {
+			if err != nil || !w.shownBy(live) {
 				return false, nil
 			}
 			delete(behind, ref)
@@ -186,6 +210,9 @@ func waitForCache(ctx context.Context, c client.Client, applied map[addonsv1alph
 	}
 	// A timeout is no error: health then reports what the cache shows.
 	_ = wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, timeout, true, caughtUp)
+	return slices.SortedFunc(maps.Keys(behind), func(a, b addonsv1alpha1.ObjectReference) int {
+		return strings.Compare(a.String(), b.String())
+	})
 }
 
 // health is the outcome of checking every child with kstatus.
@@ -208,10 +235,10 @@ func (h health) message() string {
 }
 
 // checkHealth computes kstatus for every object in refs, read from the informer cache.
-// minGeneration holds the generation each object had right after it was applied: a cached
-// copy older than that has not caught up yet and counts as in progress.
+// applied holds what this reconcile's writes left: a cached copy older than that has not
+// caught up yet and counts as in progress.
 func checkHealth(ctx context.Context, reader client.Reader, refs []addonsv1alpha1.ObjectReference,
-	minGeneration map[addonsv1alpha1.ObjectReference]int64) (health, error) {
+	applied map[addonsv1alpha1.ObjectReference]written) (health, error) {
 	var h health
 	for _, ref := range refs {
 		live, err := readChild(ctx, reader, ref)
@@ -222,8 +249,8 @@ func checkHealth(ctx context.Context, reader client.Reader, refs []addonsv1alpha
 		if err != nil {
 			return h, fmt.Errorf("reading %s: %w", ref, err)
 		}
-		if live.GetGeneration() < minGeneration[ref] {
-			h.notReady = append(h.notReady, ref.String()+": waiting for the applied generation to be observed")
+		if w, ok := applied[ref]; ok && !w.shownBy(live) {
+			h.notReady = append(h.notReady, ref.String()+": "+msgCacheBehind)
 			continue
 		}
 		ready, msg, err := childHealth(live)

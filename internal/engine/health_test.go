@@ -211,17 +211,17 @@ func TestWaitForCache(t *testing.T) {
 	cachedWidget.SetGeneration(3)
 	for _, tc := range []struct {
 		name    string
-		applied map[addonsv1alpha1.ObjectReference]int64
-		// caughtUp is whether every applied object is in the cache at its generation.
+		applied map[addonsv1alpha1.ObjectReference]written
+		// caughtUp is whether the cache shows every write.
 		caughtUp bool
 		// readAs is the Go type each read of the object asks the cache for.
 		readAs string
 	}{
-		{name: "built-in kind read as its Go type", applied: map[addonsv1alpha1.ObjectReference]int64{deployment: 2},
+		{name: "built-in kind read as its Go type", applied: map[addonsv1alpha1.ObjectReference]written{deployment: {2, "999"}},
 			caughtUp: true, readAs: "*v1.Deployment"},
-		{name: "built-in kind behind the applied generation", applied: map[addonsv1alpha1.ObjectReference]int64{deployment: 3},
+		{name: "built-in kind behind the write", applied: map[addonsv1alpha1.ObjectReference]written{deployment: {2, "1000"}},
 			readAs: "*v1.Deployment"},
-		{name: "custom kind read unstructured", applied: map[addonsv1alpha1.ObjectReference]int64{widget: 3},
+		{name: "custom kind read unstructured", applied: map[addonsv1alpha1.ObjectReference]written{widget: {3, "999"}},
 			caughtUp: true, readAs: "*unstructured.Unstructured"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -235,7 +235,10 @@ func TestWaitForCache(t *testing.T) {
 						return c.Get(ctx, key, obj, opts...)
 					},
 				}).Build()
-			waitForCache(t.Context(), c, tc.applied, 50*time.Millisecond)
+			behind := waitForCache(t.Context(), c, tc.applied, 50*time.Millisecond)
+			if tc.caughtUp != (len(behind) == 0) {
+				t.Fatalf("waitForCache returned %v behind, want caught up %v", behind, tc.caughtUp)
+			}
 			if len(reads) == 0 {
 				t.Fatal("waitForCache read nothing")
 			}
@@ -250,6 +253,78 @@ func TestWaitForCache(t *testing.T) {
 			}
 			if !tc.caughtUp && len(reads) < 2 {
 				t.Fatalf("waitForCache read an object behind its generation %d time(s), want it polled", len(reads))
+			}
+		})
+	}
+}
+
+// TestWrittenShownBy: a cached copy shows a write when its resource version is not older
+// than the one the write left, compared as integers; where either does not parse, when
+// its generation is not older.
+func TestWrittenShownBy(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		wrote       written
+		rv          string
+		generation  int64
+		wantShownBy bool
+	}{
+		{name: "the write's own resource version", wrote: written{2, "999"}, rv: "999", generation: 2, wantShownBy: true},
+		{name: "a later change", wrote: written{2, "999"}, rv: "1000", generation: 2, wantShownBy: true},
+		{name: "an older copy of the same generation", wrote: written{2, "1000"}, rv: "999", generation: 2},
+		{name: "an older copy of an older generation", wrote: written{2, "1000"}, rv: "999", generation: 1},
+		{name: "an object without generations, older", wrote: written{0, "12"}, rv: "11"},
+		{name: "unparsable: the generation decides, caught up", wrote: written{2, "a1"}, rv: "a0", generation: 2, wantShownBy: true},
+		{name: "unparsable: the generation decides, behind", wrote: written{2, "a1"}, rv: "a0", generation: 1},
+		{name: "no resource version written: the generation decides", wrote: written{generation: 3}, rv: "5", generation: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			live := &metav1.ObjectMeta{ResourceVersion: tc.rv, Generation: tc.generation}
+			if got := tc.wrote.shownBy(live); got != tc.wantShownBy {
+				t.Fatalf("%+v shownBy resource version %q, generation %d = %v, want %v", tc.wrote, tc.rv, tc.generation, got, tc.wantShownBy)
+			}
+		})
+	}
+}
+
+// TestHealthPassesTheEchoOfAWriteItDidNotSee: when the cache has not caught up with a
+// child the apply just wrote, health judges the older copy, so the event of that write
+// must reconcile once it comes: after a re-list the informer may send nothing else. When
+// the cache has caught up, the event is an echo and is dropped.
+func TestHealthPassesTheEchoOfAWriteItDidNotSee(t *testing.T) {
+	ref := addonsv1alpha1.ObjectReference{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "ns", Name: "coredns"}
+	for _, tc := range []struct {
+		name string
+		// wrote is the resource version the write left; the cache holds 999, the fake
+		// client's first.
+		wrote       string
+		wantPassed  bool
+		wantMessage string
+	}{
+		{name: "cache caught up: the event is an echo", wrote: "999", wantMessage: "Deployment ns/coredns: Replicas: 0/1"},
+		{name: "cache behind: the event reconciles", wrote: "1000", wantPassed: true,
+			wantMessage: "Deployment ns/coredns: " + msgCacheBehind},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addon := &addonsv1alpha1.CoreDNS{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "coredns", Generation: 1}}
+			addon.Status.Inventory = addonsv1alpha1.NewInventory([]addonsv1alpha1.ObjectReference{ref})
+			cached := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "coredns", Generation: 3}}
+			r, _ := testReconciler(t, Options{}, addon, cached)
+			// The apply's write ended and left resource version tc.wrote.
+			wrote := cached.DeepCopy()
+			wrote.ResourceVersion = tc.wrote
+			r.echoes.begin(ref.GroupVersionKind().GroupKind(), wrote)
+			r.echoes.end(ref.GroupVersionKind().GroupKind(), wrote, nil)
+
+			st := &reconcileState{addon: addon, applied: applyResult{applied: map[addonsv1alpha1.ObjectReference]written{ref: {3, tc.wrote}}}}
+			out := r.health(t.Context(), st)
+			if !strings.HasPrefix(out.message, tc.wantMessage) {
+				t.Fatalf("health says %q, want it to start with %q", out.message, tc.wantMessage)
+			}
+			passed := false
+			r.echoes.sort(ref.GroupVersionKind().GroupKind(), wrote, func() { passed = true })
+			if passed != tc.wantPassed {
+				t.Fatalf("the event of the write at resource version %s passed: %v, want %v", tc.wrote, passed, tc.wantPassed)
 			}
 		})
 	}
@@ -326,7 +401,7 @@ func TestCheckHealth(t *testing.T) {
 	cases := []struct {
 		name     string
 		refs     []addonsv1alpha1.ObjectReference
-		min      map[addonsv1alpha1.ObjectReference]int64
+		applied  map[addonsv1alpha1.ObjectReference]written
 		notReady []string
 	}{
 		{name: "a live ConfigMap is ready", refs: []addonsv1alpha1.ObjectReference{ref("", "ConfigMap", "live")}},
@@ -336,17 +411,20 @@ func TestCheckHealth(t *testing.T) {
 		{name: "a missing ServiceAccount",
 			refs:     []addonsv1alpha1.ObjectReference{ref("", "ServiceAccount", "none")},
 			notReady: []string{"ServiceAccount n/none: not found"}},
-		{name: "a cached ServiceAccount older than the applied generation",
+		{name: "a cached ServiceAccount older than the write",
 			refs:     []addonsv1alpha1.ObjectReference{ref("", "ServiceAccount", "old")},
-			min:      map[addonsv1alpha1.ObjectReference]int64{ref("", "ServiceAccount", "old"): 2},
-			notReady: []string{"ServiceAccount n/old: waiting for the applied generation to be observed"}},
+			applied:  map[addonsv1alpha1.ObjectReference]written{ref("", "ServiceAccount", "old"): {generation: 1, resourceVersion: "1000"}},
+			notReady: []string{"ServiceAccount n/old: " + msgCacheBehind}},
+		{name: "a cached ConfigMap at the write's resource version is judged",
+			refs:    []addonsv1alpha1.ObjectReference{ref("", "ConfigMap", "live")},
+			applied: map[addonsv1alpha1.ObjectReference]written{ref("", "ConfigMap", "live"): {resourceVersion: "999"}}},
 		{name: "a Deployment short of replicas goes through kstatus",
 			refs:     []addonsv1alpha1.ObjectReference{ref("", "ConfigMap", "live"), ref("apps", "Deployment", "d")},
 			notReady: []string{"Deployment n/d: Available: 1/2"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h, err := checkHealth(t.Context(), c, tc.refs, tc.min)
+			h, err := checkHealth(t.Context(), c, tc.refs, tc.applied)
 			if err != nil {
 				t.Fatal(err)
 			}
