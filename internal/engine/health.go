@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -48,7 +47,7 @@ func (r *Reconciler) health(ctx context.Context, st *reconcileState) outcome {
 	generation := st.addon.GetGeneration()
 	// An object the cache has not caught up with is judged from its older copy below,
 	// so the event of the write is not an echo: it must reconcile once it comes.
-	for _, ref := range waitForCache(ctx, r.client, st.applied.applied, cacheCatchUp) {
+	for ref := range waitForCache(ctx, r.client, st.applied.applied, cacheCatchUp) {
 		r.echoes.unseen(ref)
 	}
 	h, err := checkHealth(ctx, r.client, status.Inventory.Objects(), st.applied.applied)
@@ -186,12 +185,12 @@ func (w written) shownBy(live metav1.Object) bool {
 }
 
 // waitForCache waits, at most timeout, until c's cache shows every write of applied
-// (written.shownBy), and returns the objects it still holds at an older state (or not at
-// all), sorted. It reads only the metadata, so it reads kinds the scheme knows as Go
+// (written.shownBy), and returns the writes it still does not show (an older copy, or
+// none). It reads only the metadata, so it reads kinds the scheme knows as Go
 // types: typedReads then copies the cached struct rather than converting it to
 // unstructured on every poll.
 func waitForCache(ctx context.Context, c client.Client, applied map[addonsv1alpha1.ObjectReference]written,
-	timeout time.Duration) []addonsv1alpha1.ObjectReference {
+	timeout time.Duration) map[addonsv1alpha1.ObjectReference]written {
 	if len(applied) == 0 {
 		return nil
 	}
@@ -210,9 +209,7 @@ func waitForCache(ctx context.Context, c client.Client, applied map[addonsv1alph
 	}
 	// A timeout is no error: health then reports what the cache shows.
 	_ = wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, timeout, true, caughtUp)
-	return slices.SortedFunc(maps.Keys(behind), func(a, b addonsv1alpha1.ObjectReference) int {
-		return strings.Compare(a.String(), b.String())
-	})
+	return behind
 }
 
 // health is the outcome of checking every child with kstatus.
