@@ -77,6 +77,7 @@ func (p *PolicyChecker) Permit(ctx context.Context, req engine.PermitRequest) (s
 		Channel:         req.Channel,
 		Version:         req.Version,
 		TargetNamespace: req.TargetNamespace,
+		ObjectNamespaces: req.ObjectNamespaces,
 		HasPatches:      len(req.Addon.PatchSpec().Patches) > 0,
 		PatchKinds:      req.PatchKinds,
 		FreeFormFields:  req.FreeFormFields,

@@ -254,6 +254,7 @@ const (
 	phasePreflight   = "preflight"
 	phaseImpersonate = "impersonate"
 	phaseRender      = "render"
+	phaseAdmit       = "admit"
 	phasePlan        = "plan"
 	phaseApply       = "apply"
 	phaseHealth      = "health"
@@ -269,6 +270,7 @@ func (r *Reconciler) phases() []phase {
 		{name: phasePreflight, run: r.preflight},
 		{name: phaseImpersonate, run: r.impersonate},
 		{name: phaseRender, run: r.render},
+		{name: phaseAdmit, run: r.admit},
 		{name: phasePlan, run: r.plan},
 		{name: phaseApply, run: r.apply},
 		{name: phaseHealth, run: r.health},

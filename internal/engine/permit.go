@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -32,6 +33,10 @@ type PermitRequest struct {
 	// TargetNamespace is where its namespaced objects go: spec.targetNamespace, or the
 	// definition's default target namespace, or the add-on's own namespace.
 	TargetNamespace string
+	// ObjectNamespaces are the namespaces its rendered objects write to (each namespaced
+	// object's namespace and each Namespace object's name), sorted; empty in the check
+	// before render. The check after render (admit) fills them in.
+	ObjectNamespaces []string
 	// PatchKinds are the kinds of the objects its spec.patches target, one per patch; ""
 	// for a patch whose kind cannot be read (render refuses such a patch).
 	PatchKinds []string
@@ -53,10 +58,45 @@ type PermitFunc func(ctx context.Context, req PermitRequest) (refused string, er
 // reason NotPermitted; nothing of it is applied or pruned, and what runs keeps running
 // until an admin changes a policy or the add-on.
 func (r *Reconciler) permit(ctx context.Context, st *reconcileState) outcome {
+	return r.checkPermit(ctx, st, nil)
+}
+
+// admit asks Options.Permit again once the package is rendered, with the namespaces the
+// rendered objects write to: a package may pin an object to a namespace of its own, and
+// a transform or patch may move one, so the target namespace alone does not say where an
+// add-on writes. A refusal is Stalled with reason NotPermitted, as permit's.
+func (r *Reconciler) admit(ctx context.Context, st *reconcileState) outcome {
+	if st.rendered.objects == nil {
+		return proceed()
+	}
+	return r.checkPermit(ctx, st, objectNamespaces(st.rendered.objects.Items))
+}
+
+// objectNamespaces returns the namespaces objects write to: each namespaced object's
+// namespace and each Namespace object's name, sorted and unique.
+func objectNamespaces(objects []*Object) []string {
+	var namespaces []string
+	for _, o := range objects {
+		ns := o.GetNamespace()
+		if o.Group == "" && o.Kind == kindNamespace {
+			ns = o.GetName()
+		}
+		if ns != "" && !slices.Contains(namespaces, ns) {
+			namespaces = append(namespaces, ns)
+		}
+	}
+	slices.Sort(namespaces)
+	return namespaces
+}
+
+// checkPermit asks Options.Permit whether the add-on may be applied, with the namespaces
+// its rendered objects write to when they are known.
+func (r *Reconciler) checkPermit(ctx context.Context, st *reconcileState, namespaces []string) outcome {
 	if r.opts.Permit == nil {
 		return proceed()
 	}
 	req, err := r.permitRequest(st)
+	req.ObjectNamespaces = namespaces
 	if err == nil {
 		var refusal string
 		if refusal, err = r.opts.Permit(ctx, req); err == nil && refusal != "" {

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
@@ -196,5 +197,72 @@ func TestPermitRechecksTheRollbackVersion(t *testing.T) {
 	}
 	if want := "does not allow version 1.12.1 (allowed: >=1.14.0)"; !strings.Contains(out.message, want) {
 		t.Errorf("message %q does not contain %q", out.message, want)
+	}
+}
+
+// TestAdmitChecksTheNamespacesOfTheRenderedObjects hands admit rendered objects that
+// write to the add-on's own namespace, to a namespace the package pins (kube-system) and
+// to a Namespace object of their own: the policy is asked about every one of them, and a
+// rule that allows only the add-on's own namespace refuses the add-on, naming the others.
+func TestAdmitChecksTheNamespacesOfTheRenderedObjects(t *testing.T) {
+	policies := []configv1alpha1.AddonPolicy{{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "kaddons-system", Name: "tenants"},
+		Spec: configv1alpha1.AddonPolicySpec{Rules: []configv1alpha1.AddonPolicyRule{{
+			Name: "own-namespace", NamespaceSelector: &metav1.LabelSelector{},
+		}}},
+	}}
+	var asked []string
+	r, _ := testReconciler(t, Options{Permit: func(_ context.Context, req PermitRequest) (string, error) {
+		asked = req.ObjectNamespaces
+		d := policy.Evaluate(policies, policy.Request{Namespace: req.Addon.GetNamespace(), Kind: req.Kind,
+			TargetNamespace: req.TargetNamespace, ObjectNamespaces: req.ObjectNamespaces})
+		if d.Permitted {
+			return "", nil
+		}
+		return d.Message, nil
+	}})
+	object := func(apiVersion, kind, namespace, name string) *Object {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion(apiVersion)
+		u.SetKind(kind)
+		u.SetNamespace(namespace)
+		u.SetName(name)
+		o, err := newObject(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	for _, tc := range []struct {
+		name       string
+		objects    []*Object
+		want       []string
+		wantRefuse string
+	}{
+		{name: "own namespace only", objects: []*Object{object("v1", "ConfigMap", "team-a", "coredns"),
+			object("rbac.authorization.k8s.io/v1", "ClusterRole", "", "coredns-team-a")}, want: []string{"team-a"}},
+		{name: "an object pinned to kube-system", objects: []*Object{object("v1", "ConfigMap", "team-a", "coredns"),
+			object("v1", "Service", "kube-system", "kube-dns")}, want: []string{"kube-system", "team-a"},
+			wantRefuse: "objects in namespace kube-system"},
+		{name: "a Namespace object", objects: []*Object{object("v1", "Namespace", "", "elsewhere")},
+			want: []string{"elsewhere"}, wantRefuse: "objects in namespace elsewhere"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &reconcileState{addon: coreDNS("team-a", "dns"), resolved: channels.Resolved{Addon: "coredns", Version: "1.12.1"}}
+			st.rendered.objects = &Objects{Items: tc.objects}
+			out := r.admit(context.Background(), st)
+			if diff := cmp.Diff(tc.want, asked); diff != "" {
+				t.Errorf("the policy was asked about (-want +got):\n%s", diff)
+			}
+			if tc.wantRefuse == "" {
+				if out.stop {
+					t.Fatalf("admit stopped a permitted add-on: %+v", out)
+				}
+				return
+			}
+			if !out.stop || out.class != classStalled || out.reason != addonsv1alpha1.ReasonNotPermitted || !strings.Contains(out.message, tc.wantRefuse) {
+				t.Fatalf("admit = %+v, want NotPermitted naming %q", out, tc.wantRefuse)
+			}
+		})
 	}
 }

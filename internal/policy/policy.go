@@ -45,6 +45,12 @@ type Request struct {
 	// TargetNamespace is the namespace the add-on's namespaced objects go to. Empty means
 	// Namespace.
 	TargetNamespace string
+	// ObjectNamespaces are the namespaces the add-on's rendered objects write to: the
+	// namespace of each namespaced object and the name of each Namespace object, after
+	// every transform and patch. Empty before the package is rendered. A package may pin
+	// an object to a namespace of its own, so the target namespace alone does not say
+	// where an add-on writes.
+	ObjectNamespaces []string
 	// HasPatches is true when the add-on sets spec.patches.
 	HasPatches bool
 	// PatchKinds are the kinds of the objects spec.patches target, one per patch; "" for a
@@ -194,16 +200,32 @@ func sourceViolation(allowed []string, source string) string {
 }
 
 // targetViolation returns why the rule's targetNamespaces do not allow the add-on's target
-// namespace, or "" when they do. The add-on's own namespace is always allowed.
+// namespace or a namespace its rendered objects write to, or "" when they do. The add-on's
+// own namespace is always allowed.
 func targetViolation(allowed []string, req Request) string {
-	target := cmp.Or(req.TargetNamespace, req.Namespace)
-	if target == req.Namespace || slices.Contains(allowed, Any) || slices.Contains(allowed, target) {
+	if slices.Contains(allowed, Any) {
 		return ""
 	}
-	if len(allowed) == 0 {
-		return fmt.Sprintf("target namespace %s (allowed: only the add-on's own namespace, %s)", target, req.Namespace)
+	target := cmp.Or(req.TargetNamespace, req.Namespace)
+	var refused []string
+	for _, ns := range append([]string{target}, req.ObjectNamespaces...) {
+		if ns != req.Namespace && !slices.Contains(allowed, ns) && !slices.Contains(refused, ns) {
+			refused = append(refused, ns)
+		}
 	}
-	return fmt.Sprintf("target namespace %s (allowed: %s and the add-on's own namespace, %s)", target, strings.Join(allowed, ", "), req.Namespace)
+	if len(refused) == 0 {
+		return ""
+	}
+	what := "target namespace " + refused[0]
+	if refused[0] != target {
+		what = "objects in namespace " + strings.Join(refused, ", ")
+	} else if len(refused) > 1 {
+		what += " and objects in namespace " + strings.Join(refused[1:], ", ")
+	}
+	if len(allowed) == 0 {
+		return fmt.Sprintf("%s (allowed: only the add-on's own namespace, %s)", what, req.Namespace)
+	}
+	return fmt.Sprintf("%s (allowed: %s and the add-on's own namespace, %s)", what, strings.Join(allowed, ", "), req.Namespace)
 }
 
 // patchViolation returns why the rule does not allow the add-on's spec.patches, or "" when

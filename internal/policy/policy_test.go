@@ -511,6 +511,37 @@ func TestEvaluate(t *testing.T) {
 			req:  request(func(r *Request) { r.TargetNamespace = "kube-system" }),
 			want: permitted,
 		},
+		{
+			name:     "a rendered object pinned to another namespace",
+			policies: []configv1alpha1.AddonPolicy{policy("tenants", teamDNS)},
+			req:      request(func(r *Request) { r.ObjectNamespaces = []string{"kube-system", "team-a"} }),
+			want: Decision{Rule: teamDNSRule, Message: deniedByTeamDNS +
+				"objects in namespace kube-system (allowed: only the add-on's own namespace, team-a)"},
+		},
+		{
+			name: "a target namespace and rendered objects outside the list",
+			policies: []configv1alpha1.AddonPolicy{policy("tenants",
+				withRule(func(r *configv1alpha1.AddonPolicyRule) { r.TargetNamespaces = []string{"team-a-dns"} }))},
+			req: request(func(r *Request) {
+				r.TargetNamespace, r.ObjectNamespaces = "team-a-edge", []string{"kube-system", "team-a-dns", "team-a-edge"}
+			}),
+			want: Decision{Rule: teamDNSRule, Message: deniedByTeamDNS +
+				"target namespace team-a-edge and objects in namespace kube-system (allowed: team-a-dns and the add-on's own namespace, team-a)"},
+		},
+		{
+			name: "rendered objects in listed namespaces",
+			policies: []configv1alpha1.AddonPolicy{policy("tenants",
+				withRule(func(r *configv1alpha1.AddonPolicyRule) { r.TargetNamespaces = []string{"team-a-dns"} }))},
+			req:  request(func(r *Request) { r.ObjectNamespaces = []string{"team-a", "team-a-dns"} }),
+			want: permitted,
+		},
+		{
+			name: "* allows rendered objects in every namespace",
+			policies: []configv1alpha1.AddonPolicy{policy("tenants",
+				withRule(func(r *configv1alpha1.AddonPolicyRule) { r.TargetNamespaces = []string{"*"} }))},
+			req:  request(func(r *Request) { r.ObjectNamespaces = []string{"kube-system"} }),
+			want: permitted,
+		},
 
 		// Free-form fields.
 		{
