@@ -289,14 +289,15 @@ func packageDir(addon, version string) string {
 // Render builds the package of r and returns the YAML stream. The result is cached until
 // a file of the package changes.
 //
-// readPackage and checkReferences first refuse symbolic links, references outside the
-// package (another version included) and packages over the byte and file caps; the
-// YAML documents are then counted against the object cap that applies. A plain package
-// (a kustomization that only lists resource files, see plainResources) is built by
-// renderPlain into what kustomize would build, in linear time, and may hold up to
-// MaxPlainPackageObjects objects; any other package is built by kustomize on an
-// in-memory copy of packages/<addon>/<version>/ alone, on disk or embedded alike, and
-// may hold up to MaxPackageObjects.
+// readPackage, checkAliases and checkReferences first refuse symbolic links, references
+// outside the package (another version included), packages over the byte and file caps
+// and YAML aliases that would expand past MaxAliasNodes; the YAML documents are then
+// counted against the object cap that applies. A plain package (a kustomization that
+// only lists resource files, see plainResources) is built by renderPlain into what
+// kustomize would build, in linear time, and may hold up to MaxPlainPackageObjects
+// objects; any other package is built by kustomize on an in-memory copy of
+// packages/<addon>/<version>/ alone, on disk or embedded alike, and may hold up to
+// MaxPackageObjects.
 func (s *Source) Render(r Resolved) (string, error) {
 	if !validAddon.MatchString(r.Addon) || !validVersion(r.Version) {
 		return "", errorf(addonsv1alpha1.ReasonVersionNotFound, nil, "%s has no version %q", r.Addon, r.Version)
@@ -317,6 +318,9 @@ func (s *Source) Render(r Resolved) (string, error) {
 
 	files, err := readPackage(s.fsys, dir, key)
 	if err != nil {
+		return "", err
+	}
+	if err := checkAliases(key, files); err != nil {
 		return "", err
 	}
 	if err := checkReferences(key, files); err != nil {
