@@ -18,10 +18,10 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature/payload"
 )
 
-// cosign's key-based signature layout: the signatures of image@sha256:<hex> are the
-// layers of the image tagged sha256-<hex>.sig in the same repository; each layer is a
-// simple-signing payload (JSON naming the signed manifest digest) and carries the
-// base64 signature of that payload in an annotation.
+// cosign's key-based signature layout before v3 (verify_bundle.go has v3's): the
+// signatures of image@sha256:<hex> are the layers of the image tagged sha256-<hex>.sig in
+// the same repository; each layer is a simple-signing payload (JSON naming the signed
+// manifest digest) and carries the base64 signature of that payload in an annotation.
 const (
 	// SignatureAnnotation holds a layer's base64 signature.
 	SignatureAnnotation = "dev.cosignproject.cosign/signature"
@@ -55,60 +55,79 @@ func LoadPublicKeys(pems [][]byte) ([]signature.Verifier, error) {
 	return out, nil
 }
 
-// verifySignature checks that a signature of ref's digest, in cosign's key-based format,
-// verifies against one of the public keys and names that digest. No signature (unless
-// v.AllowUnsigned), or none that verifies, is VerificationFailed; a valid signature of
-// another digest is DigestMismatch.
+// verifySignature checks that a signature of ref's digest verifies against one of the
+// public keys and names that digest. It reads both places cosign writes signatures: the
+// Sigstore bundles attached to ref as OCI referrers (cosign v3's default, checked with
+// sigstore-go) and the sha256-<hex>.sig tag (cosign's key-based format before v3). No
+// signature in either (unless v.AllowUnsigned), or none that verifies, is
+// VerificationFailed; a valid signature of another digest is DigestMismatch.
 func verifySignature(ref name.Digest, v *Verification, opts []remote.Option) error {
 	verifiers, err := LoadPublicKeys(v.PublicKeys)
 	if err != nil {
 		return errorf(ReasonInvalidSource, err, "the verification keys")
 	}
+	keys, err := newBundleVerifier(verifiers)
+	if err != nil {
+		return errorf(ReasonInvalidSource, err, "the verification keys")
+	}
+	bundles, err := checkBundles(ref, keys, opts)
+	if err != nil || bundles.verified {
+		return err
+	}
 	sigTag := SignatureTag(ref.Context(), ref.DigestStr())
-	img, err := remote.Image(sigTag, opts...)
-	if err != nil {
-		if notFound(err) {
-			if v.AllowUnsigned {
-				return nil
-			}
-			return errorf(ReasonVerificationFailed, nil, "%s is not signed: no signature at %s", ref, sigTag)
-		}
-		return registryError(err, "reading the signatures of %s", ref)
+	tagged, err := checkSignatureTag(ref, sigTag, verifiers, opts)
+	if err != nil || tagged.verified {
+		return err
 	}
-	manifest, err := img.Manifest()
-	if err != nil {
-		return registryError(err, "reading the signatures of %s", ref)
-	}
-	if len(manifest.Layers) == 0 {
+	if bundles.found+tagged.found == 0 {
 		if v.AllowUnsigned {
 			return nil
 		}
-		return errorf(ReasonVerificationFailed, nil, "%s is not signed: %s holds no signature", ref, sigTag)
+		return errorf(ReasonVerificationFailed, nil, "%s is not signed: no Sigstore bundle among its referrers and no signature at %s", ref, sigTag)
 	}
-	var reasons []string
-	mismatch := false
+	reasons := strings.Join(append(bundles.reasons, tagged.reasons...), "; ")
+	if bundles.mismatch || tagged.mismatch {
+		return errorf(ReasonDigestMismatch, nil, "no signature of %s names its digest: %s", ref, reasons)
+	}
+	return errorf(ReasonVerificationFailed, nil, "no valid signature of %s: %s", ref, reasons)
+}
+
+// checkSignatureTag checks the signatures in cosign's key-based format under sigTag. err
+// is a registry failure.
+func checkSignatureTag(ref name.Digest, sigTag name.Tag, verifiers []signature.Verifier, opts []remote.Option) (signatureCheck, error) {
+	var out signatureCheck
+	img, err := remote.Image(sigTag, opts...)
+	if err != nil {
+		if notFound(err) {
+			return out, nil
+		}
+		return out, registryError(err, "reading the signatures of %s", ref)
+	}
+	manifest, err := img.Manifest()
+	if err != nil {
+		return out, registryError(err, "reading the signatures of %s", ref)
+	}
 	for i, l := range manifest.Layers {
 		if i == maxSignatures {
-			reasons = append(reasons, fmt.Sprintf("only the first %d signatures were read", maxSignatures))
+			out.reasons = append(out.reasons, fmt.Sprintf("only the first %d signatures at %s were read", maxSignatures, sigTag))
 			break
 		}
+		out.found++
 		signed, reason, err := checkSignatureLayer(img, l, verifiers)
 		switch {
 		case err != nil:
-			return registryError(err, "reading the signatures of %s", ref)
+			return out, registryError(err, "reading the signatures of %s", ref)
 		case reason != "":
-			reasons = append(reasons, fmt.Sprintf("layer %d: %s", i, reason))
+			out.reasons = append(out.reasons, fmt.Sprintf("%s layer %d: %s", sigTag.TagStr(), i, reason))
 		case signed != ref.DigestStr():
-			mismatch = true
-			reasons = append(reasons, fmt.Sprintf("layer %d signs %s", i, signed))
+			out.mismatch = true
+			out.reasons = append(out.reasons, fmt.Sprintf("%s layer %d signs %s", sigTag.TagStr(), i, signed))
 		default:
-			return nil
+			out.verified = true
+			return out, nil
 		}
 	}
-	if mismatch {
-		return errorf(ReasonDigestMismatch, nil, "no signature of %s names its digest: %s", ref, strings.Join(reasons, "; "))
-	}
-	return errorf(ReasonVerificationFailed, nil, "no valid signature of %s: %s", ref, strings.Join(reasons, "; "))
+	return out, nil
 }
 
 // checkSignatureLayer returns the digest a signature layer signs when its signature
