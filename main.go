@@ -9,16 +9,21 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
+	"strings"
 	"time"
 
 	uberzap "go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
@@ -200,15 +205,51 @@ func configure(f flags, set map[string]bool, kinds []string) (*config.Configurat
 		cfg = loaded
 	}
 	applyFlags(cfg, f, set)
-	if errs := config.Validate(cfg); len(errs) > 0 {
-		for _, e := range errs {
-			if name, ok := flagOf[e.Field]; ok {
-				e.Field = "--" + name
-			}
+	errs := config.Validate(cfg)
+	for _, e := range errs {
+		if name, ok := flagOf[e.Field]; ok {
+			e.Field = "--" + name
 		}
+	}
+	if err := validateProfilerAddress(f.profilerAddr); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
 		return nil, fmt.Errorf("invalid command-line flags: %w", errs.ToAggregate())
 	}
 	return cfg, nil
+}
+
+// validateProfilerAddress checks --profiler-address: empty (off), or host:port with a
+// loopback host (an address of 127.0.0.0/8, ::1, or localhost). pprof has no
+// authentication and shows the manager's heap, Secrets included, so it must not listen
+// where anything but the pod itself (or, with hostNetwork, the node itself) reaches it:
+// an empty host (":6060") or 0.0.0.0 listens on every interface, a routable address or
+// a name on whatever it resolves to.
+func validateProfilerAddress(addr string) *field.Error {
+	if addr == "" {
+		return nil
+	}
+	invalid := func(detail string) *field.Error {
+		return field.Invalid(field.NewPath("--profiler-address"), addr, detail+
+			": pprof has no authentication, so it must listen on a loopback host (127.0.0.0/8, ::1 or localhost), "+
+			"such as 127.0.0.1:6060, and be reached through kubectl port-forward")
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return invalid("must be host:port")
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return invalid("the port must be a number from 0 to 65535")
+	}
+	if strings.EqualFold(host, "localhost") {
+		return nil
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil || !ip.Unmap().IsLoopback() {
+		return invalid("the host must be a loopback address")
+	}
+	return nil
 }
 
 // flagOf names the flag that overrides each setting, by the setting's field path, so

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -201,6 +203,19 @@ func TestConfigure(t *testing.T) {
 				`--default-channel: Invalid value: "../x": must be a channel name: letters, digits, '.', '_', '+' or '-', at most 63 characters]`,
 		},
 		{
+			name: "a loopback --profiler-address",
+			args: []string{"--profiler-address=127.0.0.1:6060"},
+			want: func(*config.Configuration) {},
+		},
+		{
+			name: "a --profiler-address on every interface is named with the rule",
+			args: []string{"--profiler-address=:6060", "--max-concurrent-reconciles=0"},
+			wantErr: `invalid command-line flags: [--max-concurrent-reconciles: Invalid value: 0: must be at least 1, ` +
+				`--profiler-address: Invalid value: ":6060": the host must be a loopback address: pprof has no authentication, ` +
+				`so it must listen on a loopback host (127.0.0.0/8, ::1 or localhost), such as 127.0.0.1:6060, ` +
+				`and be reached through kubectl port-forward]`,
+		},
+		{
 			name:    "an invalid file names the file and the field",
 			file:    alphaFile + "resyncInterval: 1s\n",
 			wantErr: `configuration file FILE is invalid: resyncInterval: Invalid value: "1s": must be 0 (off) or at least 10s`,
@@ -375,5 +390,81 @@ func TestCacheSyncedReadyCheck(t *testing.T) {
 			t.Fatalf("after the list was answered: check = %v, want it to pass", err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestValidateProfilerAddress: pprof listens only on a loopback host. An empty host
+// (":6060") and 0.0.0.0 listen on every interface; a routable address or a name on
+// whatever it is or resolves to.
+func TestValidateProfilerAddress(t *testing.T) {
+	for _, tc := range []struct {
+		addr    string
+		wantErr string // "" when the address is accepted
+	}{
+		{addr: ""}, // off
+		{addr: "127.0.0.1:6060"},
+		{addr: "127.1.2.3:6060"},
+		{addr: "[::1]:6060"},
+		{addr: "[::ffff:127.0.0.1]:6060"},
+		{addr: "localhost:6060"},
+		{addr: "LOCALHOST:6060"},
+		{addr: "127.0.0.1:0"},
+		{addr: ":6060", wantErr: "the host must be a loopback address"},
+		{addr: "0.0.0.0:6060", wantErr: "the host must be a loopback address"},
+		{addr: "[::]:6060", wantErr: "the host must be a loopback address"},
+		{addr: "10.0.0.5:6060", wantErr: "the host must be a loopback address"},
+		{addr: "[2001:db8::1]:6060", wantErr: "the host must be a loopback address"},
+		{addr: "[::ffff:10.0.0.5]:6060", wantErr: "the host must be a loopback address"},
+		{addr: "kaddons.example.com:6060", wantErr: "the host must be a loopback address"},
+		{addr: "localhost.example.com:6060", wantErr: "the host must be a loopback address"},
+		{addr: "127.0.0.1", wantErr: "must be host:port"},
+		{addr: "::1:6060", wantErr: "must be host:port"},
+		{addr: "127.0.0.1:pprof", wantErr: "the port must be a number from 0 to 65535"},
+		{addr: "127.0.0.1:70000", wantErr: "the port must be a number from 0 to 65535"},
+	} {
+		t.Run(tc.addr, func(t *testing.T) {
+			err := validateProfilerAddress(tc.addr)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("validateProfilerAddress(%q) = %v, want nil", tc.addr, err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("validateProfilerAddress(%q) = nil, want %q", tc.addr, tc.wantErr)
+			}
+			msg := err.Error()
+			for _, want := range []string{"--profiler-address", tc.wantErr, "loopback host (127.0.0.0/8, ::1 or localhost)"} {
+				if !strings.Contains(msg, want) {
+					t.Errorf("validateProfilerAddress(%q) = %q, want it to contain %q", tc.addr, msg, want)
+				}
+			}
+		})
+	}
+}
+
+// TestManagerRefusesARemoteProfilerAddress runs the manager's main with
+// --profiler-address=0.0.0.0:6060, in a process of its own: it exits non-zero before it
+// contacts any cluster, saying on stderr which flag and what rule.
+func TestManagerRefusesARemoteProfilerAddress(t *testing.T) {
+	if os.Getenv("KADDONS_RUN_MAIN") == "1" {
+		os.Args = []string{"manager", "--profiler-address=0.0.0.0:6060"}
+		main()
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestManagerRefusesARemoteProfilerAddress$")
+	cmd.Env = append(os.Environ(), "KADDONS_RUN_MAIN=1")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() == 0 {
+		t.Fatalf("the manager ended with %v, want a non-zero exit; stderr:\n%s", err, stderr.String())
+	}
+	for _, want := range []string{"--profiler-address", "0.0.0.0:6060", "the host must be a loopback address",
+		"loopback host (127.0.0.0/8, ::1 or localhost)"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr does not contain %q:\n%s", want, stderr.String())
+		}
 	}
 }
