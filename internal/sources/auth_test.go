@@ -66,7 +66,7 @@ func TestOCIAuth(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			req := ociRequest(host + "/private/channels:v1")
-			tc.auth.Insecure = true
+			tc.auth.Insecure, tc.auth.InsecureLoopback = true, true
 			req.Auth = tc.auth
 			a, err := newFetcher(t, sources.Limits{}).Fetch(context.Background(), req)
 			if tc.wantReason != "" {

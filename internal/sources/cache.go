@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -23,13 +24,20 @@ const DefaultCacheBytes = 1 << 30
 //	<dir>/tmp/                                staging folders of fetches under way
 //
 // A tree is written to a staging folder and renamed into place once complete, so that a
-// folder under artifacts/ is always whole. The cache keeps at most maxBytes of trees,
-// evicting the least recently used first, but never the current revision of a source.
+// folder under artifacts/ is always whole. The trees and the staging folders together
+// count against maxBytes: the least recently used trees are evicted to keep under it, but
+// never the current revision of a source, which is kept even over the bound. Staging is
+// bounded on its own: a write that would take the staging of the fetches under way over
+// maxBytes is refused (ErrCacheFull), so that a hostile server cannot fill the volume
+// whatever the current revisions hold. Staging folders are removed on every path out of a
+// fetch, and those of an earlier process when the cache is created.
 type cache struct {
 	dir      string
 	maxBytes int64
 
 	mu       sync.Mutex
+	size     int64 // the bytes of the trees in entries
+	staged   int64 // the bytes charged to the stages of fetches under way
 	entries  map[string]*cacheEntry
 	current  map[string]string // source identity -> entry key: never evicted
 	resolved map[string]string // source identity + revision -> entry key
@@ -51,6 +59,13 @@ type entryMeta struct {
 	Labels   map[string]string `json:"labels,omitempty"`
 }
 
+// ErrCacheFull is in the chain of a fetch refused because its staging would take the
+// staging of the fetches under way over the cache's bound. The error is transient: the
+// fetches under way end and release their room.
+var ErrCacheFull = errors.New("the source cache is full")
+
+// newCache opens the cache in dir. Staging folders left by an earlier process (a crash
+// in the middle of a fetch) are removed; its whole trees are kept.
 func newCache(dir string, maxBytes int64) (*cache, error) {
 	if maxBytes <= 0 {
 		maxBytes = DefaultCacheBytes
@@ -85,6 +100,7 @@ func newCache(dir string, maxBytes int64) (*cache, error) {
 			used = info.ModTime()
 		}
 		c.entries[e.Name()] = &cacheEntry{key: e.Name(), size: size, lastUsed: used, meta: meta}
+		c.size += size
 	}
 	return c, nil
 }
@@ -97,9 +113,76 @@ func entryKey(kind Kind, digest string) string {
 
 func (c *cache) treeDir(key string) string { return filepath.Join(c.dir, "artifacts", key, "tree") }
 
-// staging returns a new empty folder for a fetch under way.
-func (c *cache) staging() (string, error) {
-	return os.MkdirTemp(filepath.Join(c.dir, "tmp"), "fetch-")
+// stage is the staging folder of a fetch under way, under <dir>/tmp. What the fetch writes
+// into it counts in the cache's bound from before it is written (charge) until the folder
+// is released or becomes an entry (insert). Every fetch defers release right after
+// newStage, so that no path out of it, an error or a panic, leaves the folder behind.
+type stage struct {
+	c   *cache
+	dir string
+	// charged is what charge counted and release or insert has not given back yet;
+	// guarded by c.mu.
+	charged int64
+}
+
+// newStage returns a new empty staging folder.
+func (c *cache) newStage() (*stage, error) {
+	dir, err := os.MkdirTemp(filepath.Join(c.dir, "tmp"), "fetch-")
+	if err != nil {
+		return nil, errorf(ReasonFetchFailed, err, "preparing the cache")
+	}
+	return &stage{c: c, dir: dir}, nil
+}
+
+// path returns the path of name inside the stage.
+func (s *stage) path(name string) string { return filepath.Join(s.dir, name) }
+
+// charge counts n more bytes that the fetch is about to write into the stage. A write that
+// would take the staging of the fetches under way over the bound is refused with
+// ErrCacheFull and not counted; otherwise, when trees and staging together go over the
+// bound, the least recently used trees no source uses are evicted.
+func (s *stage) charge(n int64) error {
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.staged+n > c.maxBytes {
+		e := errorf(ReasonFetchFailed, ErrCacheFull,
+			"the source cache has no room for %d more bytes: the fetches under way already stage %d bytes of its bound of %d (the manager's --source-cache-bytes)",
+			n, c.staged, c.maxBytes)
+		e.Transient = true
+		return e
+	}
+	c.staged += n
+	s.charged += n
+	if c.size+c.staged > c.maxBytes {
+		c.evictLocked("")
+	}
+	return nil
+}
+
+// release removes the staging folder, if insert has not moved it, and gives its bytes
+// back to the cache. It may be called more than once.
+func (s *stage) release() {
+	_ = os.RemoveAll(s.dir)
+	s.c.mu.Lock()
+	defer s.c.mu.Unlock()
+	s.c.staged -= s.charged
+	s.charged = 0
+}
+
+// chargedWriter charges each write to a stage before it makes it.
+type chargedWriter struct {
+	w      io.Writer
+	charge func(int64) error
+}
+
+func (cw chargedWriter) Write(p []byte) (int, error) {
+	if cw.charge != nil {
+		if err := cw.charge(int64(len(p))); err != nil {
+			return 0, err
+		}
+	}
+	return cw.w.Write(p)
 }
 
 // lookup returns the entry of key, marking it used.
@@ -124,10 +207,11 @@ func (c *cache) lookupResolved(resolution string) (*cacheEntry, bool) {
 	return c.lookup(key)
 }
 
-// insert moves the finished tree in staging/tree into the cache under meta's digest; when
-// the digest is cached already (another source had it) the staging copy is dropped.
-func (c *cache) insert(staging string, meta entryMeta) (*cacheEntry, error) {
-	defer os.RemoveAll(staging) //nolint:errcheck
+// insert moves the finished tree in the stage's tree folder into the cache under meta's
+// digest; when the digest is cached already (another source had it) it returns that entry
+// and the caller's release drops the staging copy.
+func (c *cache) insert(s *stage, meta entryMeta) (*cacheEntry, error) {
+	staging := s.dir
 	key := entryKey(meta.Kind, meta.Digest)
 	if e, ok := c.lookup(key); ok {
 		return e, nil
@@ -151,8 +235,12 @@ func (c *cache) insert(staging string, meta entryMeta) (*cacheEntry, error) {
 	if err := os.Rename(staging, filepath.Join(c.dir, "artifacts", key)); err != nil {
 		return nil, err
 	}
+	// The bytes move from the stage to the entry.
+	c.staged -= s.charged
+	s.charged = 0
 	e := &cacheEntry{key: key, size: size, lastUsed: time.Now(), meta: meta}
 	c.entries[key] = e
+	c.size += size
 	return e, nil
 }
 
@@ -189,17 +277,16 @@ func (c *cache) lastArtifact(identity string) (*Artifact, bool) {
 	return a, ok
 }
 
-// evictLocked removes least recently used entries until the cache fits its bound, never
-// keep (just used) nor a source's current revision.
+// evictLocked removes least recently used entries until the trees and the stages fit the
+// bound, never keep (just used) nor a source's current revision.
 func (c *cache) evictLocked(keep string) {
-	var total int64
+	total := c.size + c.staged
 	pinned := map[string]bool{keep: true}
 	for _, k := range c.current {
 		pinned[k] = true
 	}
 	var candidates []*cacheEntry
 	for _, e := range c.entries {
-		total += e.size
 		if !pinned[e.key] {
 			candidates = append(candidates, e)
 		}
@@ -213,6 +300,7 @@ func (c *cache) evictLocked(keep string) {
 			continue
 		}
 		total -= e.size
+		c.size -= e.size
 		delete(c.entries, e.key)
 		for r, k := range c.resolved {
 			if k == e.key {

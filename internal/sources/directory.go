@@ -34,16 +34,16 @@ func (f *fetcher) fetchDirectory(ctx context.Context, req Request, id string) (*
 	if info, err := os.Stat(real); err != nil || !info.IsDir() {
 		return nil, errorf(ReasonFetchFailed, err, "%s is not a directory", root)
 	}
-	staging, err := f.cache.staging()
+	st, err := f.cache.newStage()
 	if err != nil {
-		return nil, errorf(ReasonFetchFailed, err, "preparing the cache")
+		return nil, err
 	}
-	defer os.RemoveAll(staging) //nolint:errcheck
-	tree := filepath.Join(staging, "tree")
+	defer st.release()
+	tree := st.path("tree")
 	if err := mkdir(tree); err != nil {
 		return nil, err
 	}
-	w := newTreeWriter(tree, f.limits)
+	w := newTreeWriter(tree, f.limits, st.charge)
 	if err := copyDir(ctx, w, real, real, "."); err != nil {
 		return nil, err
 	}
@@ -54,7 +54,7 @@ func (f *fetcher) fetchDirectory(ctx context.Context, req Request, id string) (*
 	if req.Digest != "" && req.Digest != digest {
 		return nil, errorf(ReasonDigestMismatch, nil, "directory %s is %s, not the pinned %s", root, digest, req.Digest)
 	}
-	e, err := f.cache.insert(staging, entryMeta{Kind: KindDirectory, Digest: digest, Revision: root})
+	e, err := f.cache.insert(st, entryMeta{Kind: KindDirectory, Digest: digest, Revision: root})
 	if err != nil {
 		return nil, errorf(ReasonFetchFailed, err, "caching directory %s", root)
 	}

@@ -22,20 +22,22 @@ const (
 	// ReasonKubernetesVersionUnsupported: the cluster's version is outside the bundle's range.
 	ReasonKubernetesVersionUnsupported = "KubernetesVersionUnsupported"
 	// ReasonFetchFailed: the source could not be reached or read (network, authentication,
-	// a missing tag, branch or file, a refused redirect).
+	// a missing tag, branch or file, a refused redirect, a cache with no room left).
 	ReasonFetchFailed = "FetchFailed"
 	// ReasonVerificationFailed: a required signature is missing or does not verify.
 	ReasonVerificationFailed = "VerificationFailed"
 	// ReasonDigestMismatch: the content is not what its digest pin or its signature says.
 	ReasonDigestMismatch = "DigestMismatch"
 	// ReasonArchiveRefused: an archive or tree breaks the extraction rules (a path outside
-	// the tree, a link, a device, a duplicate, a cap on bytes, files or depth).
+	// the tree, a link, a device, a duplicate, a cap on bytes, files or depth), or a git
+	// server sends more than the cap of a git fetch.
 	ReasonArchiveRefused = "ArchiveRefused"
 	// ReasonInvalidBundle: the bundle's labels or metadata are malformed, or it is not a
 	// kaddons channels tree.
 	ReasonInvalidBundle = "InvalidBundle"
 	// ReasonInvalidSource: the request itself is wrong (an unknown kind, a malformed URL or
-	// ref, an https source without a digest, credentials the kind cannot use).
+	// ref, an https source without a digest, credentials the kind cannot use or a URL that
+	// carries them, an address the address filter refuses).
 	ReasonInvalidSource = "InvalidSource"
 )
 
@@ -92,8 +94,13 @@ func errorf(reason string, cause error, format string, args ...any) *Error {
 	return &Error{Reason: reason, Message: fmt.Sprintf(format, args...), Err: cause}
 }
 
-// fetchError builds a FetchFailed Error, transient when cause is a network or server error.
+// fetchError builds a FetchFailed Error, transient when cause is a network or server error;
+// an address the address filter refused is InvalidSource: the source must change.
 func fetchError(cause error, format string, args ...any) *Error {
+	var ae *addressError
+	if errors.As(cause, &ae) {
+		return errorf(ReasonInvalidSource, cause, format, args...)
+	}
 	e := errorf(ReasonFetchFailed, cause, format, args...)
 	e.Transient = isNetworkError(cause)
 	return e
@@ -108,6 +115,10 @@ func isNetworkError(err error) bool {
 	var se *Error
 	if errors.As(err, &se) {
 		return se.Transient
+	}
+	var ae *addressError
+	if errors.As(err, &ae) {
+		return false
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, syscall.ECONNREFUSED) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EHOSTUNREACH) ||

@@ -14,7 +14,8 @@ import (
 )
 
 // Limits caps what one fetch may write: the total bytes of its files, the number of
-// entries (files and folders) and the depth of its folders.
+// entries (files and folders) and the depth of its folders, and what a git fetch may
+// read from its server.
 type Limits struct {
 	// MaxBytes caps the sum of the file sizes (and, for https, the archive's size).
 	MaxBytes int64
@@ -22,11 +23,16 @@ type Limits struct {
 	MaxFiles int
 	// MaxDepth caps the number of path elements of an entry.
 	MaxDepth int
+	// MaxTransferBytes caps the bytes a git fetch reads from its server (the ref listing
+	// and the packfile, over every connection of the fetch) and the bytes of git objects
+	// it writes. It is larger than MaxBytes: a packfile holds the whole repository at
+	// the commit, of which the channels tree may be a small folder.
+	MaxTransferBytes int64
 }
 
 // DefaultLimits are generous for a channels tree (a few hundred small YAML files) and
 // small enough that a hostile archive cannot fill the cache volume.
-var DefaultLimits = Limits{MaxBytes: 64 << 20, MaxFiles: 10000, MaxDepth: 16}
+var DefaultLimits = Limits{MaxBytes: 64 << 20, MaxFiles: 10000, MaxDepth: 16, MaxTransferBytes: 256 << 20}
 
 func (l Limits) withDefaults() Limits {
 	if l.MaxBytes <= 0 {
@@ -38,6 +44,9 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxDepth <= 0 {
 		l.MaxDepth = DefaultLimits.MaxDepth
 	}
+	if l.MaxTransferBytes <= 0 {
+		l.MaxTransferBytes = DefaultLimits.MaxTransferBytes
+	}
 	return l
 }
 
@@ -47,14 +56,17 @@ func (l Limits) withDefaults() Limits {
 type treeWriter struct {
 	root   string
 	limits Limits
+	charge func(int64) error // counts bytes in the cache before they are written; nil: none
 	bytes  int64
 	count  int
 	seen   map[string]bool // entries written, by cleaned name
 	dirs   map[string]bool // folders that exist, made explicitly or implicitly
 }
 
-func newTreeWriter(root string, limits Limits) *treeWriter {
-	return &treeWriter{root: root, limits: limits.withDefaults(), seen: map[string]bool{}, dirs: map[string]bool{".": true}}
+// newTreeWriter returns a writer of the tree at root; charge, when not nil, is given the
+// size of every write before it is made (a stage's charge).
+func newTreeWriter(root string, limits Limits, charge func(int64) error) *treeWriter {
+	return &treeWriter{root: root, limits: limits.withDefaults(), charge: charge, seen: map[string]bool{}, dirs: map[string]bool{".": true}}
 }
 
 func refused(format string, args ...any) *Error {
@@ -164,7 +176,7 @@ func (w *treeWriter) File(name string, r io.Reader) error {
 		return errorf(ReasonFetchFailed, err, "writing the tree")
 	}
 	remaining := w.limits.MaxBytes - w.bytes
-	n, err := io.Copy(f, io.LimitReader(r, remaining+1))
+	n, err := io.Copy(chargedWriter{w: f, charge: w.charge}, io.LimitReader(r, remaining+1))
 	w.bytes += n
 	if cerr := f.Close(); err == nil && cerr != nil {
 		err = cerr
@@ -187,8 +199,13 @@ func (w *treeWriter) File(name string, r io.Reader) error {
 // hard links, devices, pipes, duplicate entries, and an archive over a cap; on a refusal
 // dir holds a partial tree the caller removes. Nothing extracted is made executable.
 func Extract(r io.Reader, dir string, limits Limits) error {
+	return extractCharged(r, dir, limits, nil)
+}
+
+// extractCharged is Extract with every write charged first (a stage's charge).
+func extractCharged(r io.Reader, dir string, limits Limits, charge func(int64) error) error {
 	src := &trackingReader{r: r}
-	err := extract(src, dir, limits)
+	err := extract(src, newTreeWriter(dir, limits, charge))
 	if err == nil {
 		return nil
 	}
@@ -203,7 +220,7 @@ func Extract(r io.Reader, dir string, limits Limits) error {
 	return errorf(ReasonArchiveRefused, err, "the archive is not a valid tar")
 }
 
-func extract(r io.Reader, dir string, limits Limits) error {
+func extract(r io.Reader, w *treeWriter) error {
 	br := bufio.NewReader(r)
 	var src io.Reader = br
 	if magic, _ := br.Peek(2); bytes.Equal(magic, []byte{0x1f, 0x8b}) {
@@ -214,7 +231,6 @@ func extract(r io.Reader, dir string, limits Limits) error {
 		defer gz.Close() //nolint:errcheck
 		src = gz
 	}
-	w := newTreeWriter(dir, limits)
 	tr := tar.NewReader(src)
 	for {
 		hdr, err := tr.Next()

@@ -32,13 +32,16 @@ type Options struct {
 	// CacheDir holds the extracted trees (an emptyDir in the manager's Deployment). It is
 	// created if missing; trees of an earlier run in it are reused.
 	CacheDir string
-	// MaxCacheBytes bounds the trees kept in CacheDir (DefaultCacheBytes when 0). The
-	// current revision of each source is kept even over the bound.
+	// MaxCacheBytes bounds the trees kept in CacheDir and the staging folders of the
+	// fetches under way (DefaultCacheBytes when 0). The current revision of each source
+	// is kept even over the bound; a fetch whose staging would take the staging of all
+	// fetches under way over it is refused (ErrCacheFull).
 	MaxCacheBytes int64
 	// Limits caps each fetch (DefaultLimits for fields left 0).
 	Limits Limits
 	// Transport is the base of every HTTP client (oci, https): a request's CA is added to
-	// a clone of it. nil: http.DefaultTransport's settings.
+	// a clone of it, and its dialer goes through the address filter. nil:
+	// http.DefaultTransport's settings. Git over HTTP uses go-git's client (network.go).
 	Transport *http.Transport
 	// Keychain resolves registry credentials for oci requests that carry none (the CLI
 	// passes authn.DefaultKeychain, the docker config). nil: anonymous.
@@ -105,7 +108,7 @@ func (f *fetcher) Fetch(ctx context.Context, req Request) (*Artifact, error) {
 	})
 	select {
 	case <-ctx.Done():
-		return nil, fetchError(ctx.Err(), "fetching %s", req.URL)
+		return nil, fetchError(ctx.Err(), "fetching %s", redactURL(req.URL))
 	case res := <-ch:
 		if res.Err != nil {
 			return nil, res.Err
@@ -132,7 +135,17 @@ func (f *fetcher) Release(req Request) {
 	f.mu.Unlock()
 }
 
+// fetch fetches req by its kind. Should a URL with credentials get here past validate, the
+// credentials are scrubbed from its error: the libraries below print URLs their own way.
 func (f *fetcher) fetch(ctx context.Context, req Request, id string) (*Artifact, error) {
+	a, err := f.fetchKind(ctx, req, id)
+	if err != nil {
+		err = scrubCredentials(err, req.URL)
+	}
+	return a, err
+}
+
+func (f *fetcher) fetchKind(ctx context.Context, req Request, id string) (*Artifact, error) {
 	switch req.Kind {
 	case KindOCI:
 		return f.fetchOCI(ctx, req, id)
@@ -146,11 +159,18 @@ func (f *fetcher) fetch(ctx context.Context, req Request, id string) (*Artifact,
 	return nil, errorf(ReasonInvalidSource, nil, "unknown source kind %q", req.Kind)
 }
 
-// validate checks what needs no network: the kind, the URL's form, the digest's form, the
-// path, and that https has a digest.
+// validate checks what needs no network: the kind, the URL's form and that it carries no
+// credentials, the digest's form, the path, and that https has a digest.
 func validate(req Request) error {
 	if req.URL == "" {
 		return errorf(ReasonInvalidSource, nil, "the source has no URL")
+	}
+	if req.Kind != KindDirectory {
+		if redacted := redactURL(req.URL); redacted != req.URL {
+			return errorf(ReasonInvalidSource, nil,
+				"%s carries credentials in the URL; put them in the Secret the source's secretRef names (username and password), the URL ends up in statuses, events and logs",
+				redacted)
+		}
 	}
 	if req.Path != "" {
 		if _, err := bundleDir(req.Path); err != nil {
@@ -188,12 +208,76 @@ func validateHTTPS(req Request) error {
 	}
 	u, err := url.Parse(req.URL)
 	if err != nil || u.Host == "" {
-		return errorf(ReasonInvalidSource, err, "%q is not a URL", req.URL)
+		return errorf(ReasonInvalidSource, nil, "%q is not a URL", req.URL)
 	}
-	if u.Scheme != schemeHTTPS && (u.Scheme != "http" || !req.Auth.Insecure || !isLoopback(u.Host)) {
-		return errorf(ReasonInvalidSource, nil, "%q: an https source must use https (plain http only to a loopback address with insecure set)", req.URL)
+	if u.Scheme != schemeHTTPS && (u.Scheme != "http" || !plainHTTPAllowed(req.Auth, u.Host)) {
+		return errorf(ReasonInvalidSource, nil, "%q: an https source must use https (plain http only to a loopback address, with insecure and insecureLoopback set)", req.URL)
 	}
 	return nil
+}
+
+// plainHTTPAllowed reports whether a request may use plain HTTP to host: only to a loopback
+// address, and only when it sets both Insecure and InsecureLoopback.
+func plainHTTPAllowed(a Auth, host string) bool {
+	return a.Insecure && a.InsecureLoopback && isLoopback(host)
+}
+
+// redactedUserinfo replaces the credentials of a URL in what redactURL returns.
+const redactedUserinfo = "REDACTED"
+
+// redactURL returns s with the credentials of its authority replaced: the whole user
+// information of an http or https URL (a token may stand alone, as the user name), and of
+// any other URL when it holds a password (ssh://git@host keeps its user name, which is no
+// secret). It works on the text, so that a URL that does not parse is redacted too.
+func redactURL(s string) string {
+	prefix, userinfo, rest := urlCredentials(s)
+	if userinfo == "" {
+		return s
+	}
+	return prefix + redactedUserinfo + rest
+}
+
+// urlCredentials splits s around the credentials redactURL replaces; userinfo is empty
+// when there are none.
+func urlCredentials(s string) (prefix, userinfo, rest string) {
+	after := s
+	if i := strings.Index(s, "://"); i >= 0 {
+		prefix, after = s[:i+len("://")], s[i+len("://"):]
+	}
+	authority := after
+	if j := strings.IndexAny(after, "/?#"); j >= 0 {
+		authority = after[:j]
+	}
+	at := strings.LastIndex(authority, "@")
+	if at < 0 {
+		return s, "", ""
+	}
+	scheme := strings.ToLower(strings.TrimSuffix(prefix, "://"))
+	if scheme != "http" && scheme != schemeHTTPS && !strings.Contains(authority[:at], ":") {
+		return s, "", ""
+	}
+	return prefix, authority[:at], after[at:]
+}
+
+// scrubCredentials returns err with the credentials of rawURL (what redactURL replaces)
+// replaced in its text, keeping its reason and whether it is transient; err itself when
+// rawURL carries none. net/http, for one, prints a URL's user name and hides only its
+// password.
+func scrubCredentials(err error, rawURL string) error {
+	_, userinfo, _ := urlCredentials(rawURL)
+	if userinfo == "" {
+		return err
+	}
+	user, password, _ := strings.Cut(userinfo, ":")
+	pairs := []string{userinfo, redactedUserinfo, user + ":***", redactedUserinfo}
+	if password != "" {
+		pairs = append(pairs, password, redactedUserinfo)
+	}
+	text := strings.NewReplacer(pairs...).Replace(err.Error())
+	if text == err.Error() {
+		return err
+	}
+	return &Error{Reason: ReasonOf(err), Message: text, Transient: IsTransient(err)}
 }
 
 // identity names a source: everything of the request but its timeout, credentials hashed.
@@ -205,9 +289,11 @@ func identity(req Request) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// transportFor returns the base transport with req's CA bundle added to the system roots.
+// transportFor returns the base transport with req's CA bundle added to the system roots
+// and its connections filtered by the address policy of auth.
 func (f *fetcher) transportFor(auth Auth) (*http.Transport, error) {
 	t := f.transport.Clone()
+	addressPolicy{allowLoopback: auth.InsecureLoopback}.guard(t)
 	if len(auth.CA) == 0 {
 		return t, nil
 	}

@@ -10,8 +10,10 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/Masterminds/semver/v3"
+	"github.com/go-git/go-billy/v5"
 	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
@@ -30,30 +32,36 @@ var commitPattern = regexp.MustCompile(`^[0-9a-f]{40}$`)
 
 // fetchGit resolves the request's ref with one ls-remote; a commit this source fetched
 // before is not cloned again. Otherwise it clones only that ref (shallow for a branch or
-// tag) into a folder of its own, and writes the tree at the commit and path into the cache
-// through the caps, refusing symbolic links and submodules. No worktree is checked out and
-// no hook or filter runs.
+// tag, and for a commit where the server serves one by its hash) into a folder of its own,
+// and writes the tree at the commit and path into the cache through the caps, refusing
+// symbolic links and submodules. No worktree is checked out and no hook or filter runs.
+// Every connection goes through the address filter, redirects are refused, and the bytes
+// read from the server and the git objects written are capped (Limits.MaxTransferBytes).
 func (f *fetcher) fetchGit(ctx context.Context, req Request, id string) (*Artifact, error) {
+	shown := redactURL(req.URL)
 	ep, err := transport.NewEndpoint(req.URL)
 	if err != nil {
-		return nil, errorf(ReasonInvalidSource, err, "%q is not a git URL", req.URL)
+		return nil, errorf(ReasonInvalidSource, nil, "%q is not a git URL", shown)
 	}
 	switch {
 	case ep.Protocol == schemeHTTPS, ep.Protocol == "ssh":
-	case ep.Protocol == "http" && req.Auth.Insecure && isLoopback(ep.Host):
+	case ep.Protocol == "http" && plainHTTPAllowed(req.Auth, ep.Host):
 	default:
-		return nil, errorf(ReasonInvalidSource, nil, "git URL %q: use https or ssh (plain http only to a loopback address with insecure set)", req.URL)
+		return nil, errorf(ReasonInvalidSource, nil,
+			"git URL %q: use https or ssh (plain http only to a loopback address, with insecure and insecureLoopback set)", shown)
 	}
-	work, err := f.cache.staging()
-	if err != nil {
-		return nil, errorf(ReasonFetchFailed, err, "preparing the cache")
-	}
-	defer os.RemoveAll(work) //nolint:errcheck
-	auth, err := gitAuth(req.Auth, ep, work)
+	work, err := f.cache.newStage()
 	if err != nil {
 		return nil, err
 	}
-	refName, commit, err := resolveGitRef(ctx, req, auth)
+	defer work.release()
+	auth, err := gitAuth(req.Auth, ep, work.dir)
+	if err != nil {
+		return nil, err
+	}
+	s := newGitSession(req, ep, auth, f.limits.MaxTransferBytes)
+	ctx = withGitFetch(ctx, &gitFetch{policy: s.policy, read: s.read})
+	refName, commit, err := s.resolveRef(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -62,31 +70,102 @@ func (f *fetcher) fetchGit(ctx context.Context, req Request, id string) (*Artifa
 		revision = refName.Short() + "@" + revision
 	}
 	if algorithm, hex, _ := cutDigest(req.Digest); algorithm == algoSHA1 && hex != commit.String() {
-		return nil, errorf(ReasonDigestMismatch, nil, "%s resolves to commit %s, not the pinned %s", req.URL, commit, hex)
+		return nil, errorf(ReasonDigestMismatch, nil, "%s resolves to commit %s, not the pinned %s", shown, commit, hex)
 	}
 	resolution := id + "@" + commit.String()
 	if e, ok := f.cache.lookupResolved(resolution); ok {
 		return f.finish(id, resolution, revision, e, "", false)
 	}
 
-	e, err := f.gitTree(ctx, req, auth, refName, commit, revision, work)
+	e, err := f.gitTree(ctx, s, refName, commit, revision, work)
 	if err != nil {
 		return nil, err
 	}
 	return f.finish(id, resolution, revision, e, "", false)
 }
 
+// gitSession is one git fetch: its request, its credentials, and the filter and caps its
+// connections and its repository obey.
+type gitSession struct {
+	req    Request
+	shown  string // the URL as messages show it
+	auth   transport.AuthMethod
+	policy addressPolicy
+	// proxy is what makes go-git's SSH transport dial through the address filter; HTTP
+	// connections get the filter from the fetch's context (network.go).
+	proxy transport.ProxyOptions
+	// read caps the bytes read from the server (HTTP: counted on the connections).
+	read *byteBudget
+	// stored caps the bytes of git objects written into the repository (every protocol).
+	stored *byteBudget
+	// failure is the first refusal of a write into the repository (the cap, or a cache
+	// with no room): go-git need not keep it in the chain of the error it returns.
+	failure atomic.Pointer[Error]
+}
+
+func newGitSession(req Request, ep *transport.Endpoint, auth transport.AuthMethod, maxBytes int64) *gitSession {
+	s := &gitSession{req: req, shown: redactURL(req.URL), auth: auth, policy: addressPolicy{allowLoopback: req.Auth.InsecureLoopback},
+		read:   newByteBudget(maxBytes, refused("the git server sent more than %d bytes, the cap of a git fetch", maxBytes)),
+		stored: newByteBudget(maxBytes, refused("the git objects fetched are more than %d bytes, the cap of a git fetch", maxBytes))}
+	if ep.Protocol == "ssh" {
+		s.proxy = sshProxyOptions(s.policy)
+	}
+	return s
+}
+
+// error classifies an error of go-git: a cap or a cache that refused a write, an address
+// the filter refused, a refused redirect, else a FetchFailed (transient for network
+// errors).
+func (s *gitSession) error(err error, format string, args ...any) error {
+	if f := s.failure.Load(); f != nil {
+		return f
+	}
+	if s.read.exceeded() {
+		return s.read.err
+	}
+	var se *Error
+	if errors.As(err, &se) {
+		return se
+	}
+	var re *gitRedirectError
+	if errors.As(err, &re) || strings.Contains(err.Error(), "http redirect:") {
+		// go-git's own refusal (a redirect of a later request) is a refusal all the same.
+		return errorf(ReasonFetchFailed, err, format, args...)
+	}
+	return fetchError(err, format, args...)
+}
+
+// storage returns a repository at dir whose writes count against the stored cap and are
+// charged to the cache first.
+func (s *gitSession) storage(dir string, charge func(int64) error) *filesystem.Storage {
+	count := func(n int64) error {
+		err := s.stored.add(n)
+		if err == nil {
+			err = charge(n)
+		}
+		if err != nil {
+			var se *Error
+			if errors.As(err, &se) {
+				s.failure.CompareAndSwap(nil, se)
+			}
+		}
+		return err
+	}
+	return filesystem.NewStorage(&countedFS{Filesystem: osfs.New(dir), count: count}, gitcache.NewObjectLRUDefault())
+}
+
 // gitTree clones the commit into work and writes the tree at the request's path into the
 // cache, checking a sha256 pin against the tree's digest.
-func (f *fetcher) gitTree(ctx context.Context, req Request, auth transport.AuthMethod, refName plumbing.ReferenceName,
-	commit plumbing.Hash, revision, work string) (*cacheEntry, error) {
-	repo, err := gitClone(ctx, req, auth, refName, filepath.Join(work, "git"))
+func (f *fetcher) gitTree(ctx context.Context, s *gitSession, refName plumbing.ReferenceName,
+	commit plumbing.Hash, revision string, work *stage) (*cacheEntry, error) {
+	req := s.req
+	repo, err := s.clone(ctx, refName, commit, s.storage(work.path("git"), work.charge))
 	if err != nil {
 		return nil, err
 	}
 	c, err := repo.CommitObject(commit)
 	if err != nil {
-		return nil, errorf(ReasonFetchFailed, err, "%s has no commit %s", req.URL, commit)
+		return nil, errorf(ReasonFetchFailed, err, "%s has no commit %s", s.shown, commit)
 	}
 	tree, err := c.Tree()
 	if err != nil {
@@ -97,16 +176,16 @@ func (f *fetcher) gitTree(ctx context.Context, req Request, auth transport.AuthM
 			return nil, errorf(ReasonInvalidBundle, err, "commit %s has no folder %q", commit, req.Path)
 		}
 	}
-	staging, err := f.cache.staging()
+	st, err := f.cache.newStage()
 	if err != nil {
-		return nil, errorf(ReasonFetchFailed, err, "preparing the cache")
+		return nil, err
 	}
-	defer os.RemoveAll(staging) //nolint:errcheck
-	dir := filepath.Join(staging, "tree")
+	defer st.release()
+	dir := st.path("tree")
 	if err := mkdir(dir); err != nil {
 		return nil, err
 	}
-	if err := writeGitTree(ctx, newTreeWriter(dir, f.limits), tree, "."); err != nil {
+	if err := writeGitTree(ctx, newTreeWriter(dir, f.limits, st.charge), tree, "."); err != nil {
 		return nil, err
 	}
 	digest, err := TreeDigest(dir)
@@ -116,22 +195,27 @@ func (f *fetcher) gitTree(ctx context.Context, req Request, auth transport.AuthM
 	if algorithm, _, _ := cutDigest(req.Digest); algorithm == algoSHA256 && req.Digest != digest {
 		return nil, errorf(ReasonDigestMismatch, nil, "the tree of %s is %s, not the pinned %s", revision, digest, req.Digest)
 	}
-	e, err := f.cache.insert(staging, entryMeta{Kind: KindGit, Digest: digest, Revision: revision})
+	e, err := f.cache.insert(st, entryMeta{Kind: KindGit, Digest: digest, Revision: revision})
 	if err != nil {
 		return nil, errorf(ReasonFetchFailed, err, "caching %s", revision)
 	}
 	return e, nil
 }
 
-// gitClone fetches refName (shallow) into a bare repository at dir, or, for a commit
-// (no refName), every branch and tag, since servers need not serve an arbitrary commit.
-func gitClone(ctx context.Context, req Request, auth transport.AuthMethod, refName plumbing.ReferenceName, dir string) (*git.Repository, error) {
-	storage := filesystem.NewStorage(osfs.New(dir), gitcache.NewObjectLRUDefault())
+// pinnedRef is where a commit fetched by its hash is kept in the fetch's repository.
+const pinnedRef = "refs/kaddons/pinned"
+
+// clone fetches refName (shallow) into storage, or, for a commit (no refName), that commit
+// alone (shallow) from a server that serves a commit by its hash (it advertises
+// allow-reachable-sha1-in-want or allow-tip-sha1-in-want), else every branch and tag,
+// since the commit may be anywhere in their history; the transfer cap bounds that.
+func (s *gitSession) clone(ctx context.Context, refName plumbing.ReferenceName, commit plumbing.Hash, storage *filesystem.Storage) (*git.Repository, error) {
+	req := s.req
 	if refName != "" {
-		repo, err := git.CloneContext(ctx, storage, nil, &git.CloneOptions{URL: req.URL, Auth: auth, CABundle: req.Auth.CA,
-			NoCheckout: true, Tags: git.NoTags, ReferenceName: refName, SingleBranch: true, Depth: 1})
+		repo, err := git.CloneContext(ctx, storage, nil, &git.CloneOptions{URL: req.URL, Auth: s.auth, CABundle: req.Auth.CA,
+			NoCheckout: true, Tags: git.NoTags, ReferenceName: refName, SingleBranch: true, Depth: 1, ProxyOptions: s.proxy})
 		if err != nil {
-			return nil, fetchError(err, "cloning %s", req.URL)
+			return nil, s.error(err, "cloning %s", s.shown)
 		}
 		return repo, nil
 	}
@@ -143,18 +227,23 @@ func gitClone(ctx context.Context, req Request, auth transport.AuthMethod, refNa
 	if err != nil {
 		return nil, errorf(ReasonFetchFailed, err, "preparing a repository")
 	}
-	err = remote.FetchContext(ctx, &git.FetchOptions{Auth: auth, CABundle: req.Auth.CA, Tags: git.NoTags,
-		RefSpecs: []config.RefSpec{"+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*"}})
+	err = remote.FetchContext(ctx, &git.FetchOptions{Auth: s.auth, CABundle: req.Auth.CA, Tags: git.NoTags, Depth: 1,
+		ProxyOptions: s.proxy, RefSpecs: []config.RefSpec{config.RefSpec(commit.String() + ":" + pinnedRef)}})
+	if errors.Is(err, git.ErrExactSHA1NotSupported) {
+		err = remote.FetchContext(ctx, &git.FetchOptions{Auth: s.auth, CABundle: req.Auth.CA, Tags: git.NoTags, ProxyOptions: s.proxy,
+			RefSpecs: []config.RefSpec{"+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*"}})
+	}
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
-		return nil, fetchError(err, "fetching %s", req.URL)
+		return nil, s.error(err, "fetching %s", s.shown)
 	}
 	return repo, nil
 }
 
-// resolveGitRef lists the remote's refs and returns the one the request selects and its
+// resolveRef lists the remote's refs and returns the one the request selects and its
 // commit: Commit, else Tag, else the highest tag in the SemVer range, else Branch, else
 // the remote's HEAD. A commit returns no ref name.
-func resolveGitRef(ctx context.Context, req Request, auth transport.AuthMethod) (plumbing.ReferenceName, plumbing.Hash, error) {
+func (s *gitSession) resolveRef(ctx context.Context) (plumbing.ReferenceName, plumbing.Hash, error) {
+	req := s.req
 	g := req.Git
 	if g.Commit != "" {
 		if !commitPattern.MatchString(g.Commit) {
@@ -163,9 +252,10 @@ func resolveGitRef(ctx context.Context, req Request, auth transport.AuthMethod) 
 		return "", plumbing.NewHash(g.Commit), nil
 	}
 	remote := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{req.URL}})
-	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: auth, CABundle: req.Auth.CA, PeelingOption: git.AppendPeeled})
+	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: s.auth, CABundle: req.Auth.CA, PeelingOption: git.AppendPeeled,
+		ProxyOptions: s.proxy})
 	if err != nil {
-		return "", plumbing.ZeroHash, fetchError(err, "listing the refs of %s", req.URL)
+		return "", plumbing.ZeroHash, s.error(err, "listing the refs of %s", s.shown)
 	}
 	hashes, head := listedRefs(refs)
 	var name plumbing.ReferenceName
@@ -178,14 +268,14 @@ func resolveGitRef(ctx context.Context, req Request, auth transport.AuthMethod) 
 			return "", plumbing.ZeroHash, errorf(ReasonInvalidSource, err, "semver range %q", g.SemVer)
 		}
 		if name = highestTag(hashes, constraint); name == "" {
-			return "", plumbing.ZeroHash, errorf(ReasonFetchFailed, nil, "%s has no tag in the range %q", req.URL, g.SemVer)
+			return "", plumbing.ZeroHash, errorf(ReasonFetchFailed, nil, "%s has no tag in the range %q", s.shown, g.SemVer)
 		}
 	case g.Branch != "":
 		name = plumbing.NewBranchReferenceName(g.Branch)
 	case head != "":
 		name = head
 	default:
-		return "", plumbing.ZeroHash, errorf(ReasonFetchFailed, nil, "%s has no default branch; name a branch, tag, range or commit", req.URL)
+		return "", plumbing.ZeroHash, errorf(ReasonFetchFailed, nil, "%s has no default branch; name a branch, tag, range or commit", s.shown)
 	}
 	// The peeled commit of an annotated tag, else the ref's own hash.
 	h, ok := hashes[name+"^{}"]
@@ -193,9 +283,56 @@ func resolveGitRef(ctx context.Context, req Request, auth transport.AuthMethod) 
 		h, ok = hashes[name]
 	}
 	if !ok {
-		return "", plumbing.ZeroHash, errorf(ReasonFetchFailed, nil, "%s has no %s", req.URL, name)
+		return "", plumbing.ZeroHash, errorf(ReasonFetchFailed, nil, "%s has no %s", s.shown, name)
 	}
 	return name, h, nil
+}
+
+// countedFS is the file system of a git fetch's repository: every write is counted
+// first, and refused when count refuses it.
+type countedFS struct {
+	billy.Filesystem
+	count func(int64) error
+}
+
+func (fs *countedFS) Create(name string) (billy.File, error) {
+	return fs.wrap(fs.Filesystem.Create(name))
+}
+
+func (fs *countedFS) OpenFile(name string, flag int, perm os.FileMode) (billy.File, error) {
+	return fs.wrap(fs.Filesystem.OpenFile(name, flag, perm))
+}
+
+func (fs *countedFS) TempFile(dir, prefix string) (billy.File, error) {
+	return fs.wrap(fs.Filesystem.TempFile(dir, prefix))
+}
+
+func (fs *countedFS) Chroot(p string) (billy.Filesystem, error) {
+	sub, err := fs.Filesystem.Chroot(p)
+	if err != nil {
+		return nil, err
+	}
+	return &countedFS{Filesystem: sub, count: fs.count}, nil
+}
+
+func (fs *countedFS) wrap(f billy.File, err error) (billy.File, error) {
+	if err != nil {
+		return nil, err
+	}
+	return &countedFile{File: f, count: fs.count}, nil
+}
+
+// countedFile counts each write before it makes it.
+type countedFile struct {
+	billy.File
+	count func(int64) error
+}
+
+func (f *countedFile) Write(p []byte) (int, error) {
+	if err := f.count(int64(len(p))); err != nil {
+		return 0, err
+	}
+	return f.File.Write(p)
 }
 
 // listedRefs returns the hashes of a remote's refs and the branch its HEAD names.

@@ -71,7 +71,7 @@ func (s *gitServer) commit(t *testing.T, value string, tags ...string) string {
 
 func (s *gitServer) request(ref sources.GitRef) sources.Request {
 	return sources.Request{Kind: sources.KindGit, URL: s.URL + "/repo.git", Git: ref, Path: "channels",
-		Auth: sources.Auth{CA: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.Certificate().Raw})}}
+		Auth: sources.Auth{CA: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.Certificate().Raw}), InsecureLoopback: true}}
 }
 
 func TestGitFetch(t *testing.T) {

@@ -102,7 +102,7 @@ func TestHTTPSFetch(t *testing.T) {
 	ctx := context.Background()
 	req := func(path, digest string) sources.Request {
 		return sources.Request{Kind: sources.KindHTTPS, URL: srv.URL + path, Digest: digest, Path: "channels",
-			Auth: sources.Auth{CA: srv.ca()}}
+			Auth: sources.Auth{CA: srv.ca(), InsecureLoopback: true}}
 	}
 	cases := []struct {
 		name       string
@@ -119,12 +119,13 @@ func TestHTTPSFetch(t *testing.T) {
 			wantReason: sources.ReasonArchiveRefused},
 		{name: "a traversal in the archive", req: req("/evil.tar.gz", sha(evil)), wantReason: sources.ReasonArchiveRefused},
 		{name: "missing", req: req("/none.tar.gz", sha(good)), wantReason: sources.ReasonFetchFailed},
-		{name: "an unknown CA", req: sources.Request{Kind: sources.KindHTTPS, URL: srv.URL + "/channels.tar.gz", Digest: sha(good)},
+		{name: "an unknown CA", req: sources.Request{Kind: sources.KindHTTPS, URL: srv.URL + "/channels.tar.gz", Digest: sha(good),
+			Auth: sources.Auth{InsecureLoopback: true}},
 			wantReason: sources.ReasonFetchFailed},
 		{name: "plain http", req: sources.Request{Kind: sources.KindHTTPS, URL: "http://example.com/c.tar.gz", Digest: sha(good)},
 			wantReason: sources.ReasonInvalidSource},
 		{name: "a path that is not in the archive", req: sources.Request{Kind: sources.KindHTTPS, URL: srv.URL + "/channels.tar.gz",
-			Digest: sha(good), Path: "nowhere", Auth: sources.Auth{CA: srv.ca()}}, wantReason: sources.ReasonInvalidBundle},
+			Digest: sha(good), Path: "nowhere", Auth: sources.Auth{CA: srv.ca(), InsecureLoopback: true}}, wantReason: sources.ReasonInvalidBundle},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -162,7 +163,7 @@ func TestHTTPSCacheAndDown(t *testing.T) {
 	good := tarGz(t, writeTree(t, "one"), "")
 	srv := newArchiveServer(t, map[string][]byte{"/c.tar.gz": good}, nil)
 	f := newFetcher(t, sources.Limits{})
-	req := sources.Request{Kind: sources.KindHTTPS, URL: srv.URL + "/c.tar.gz", Digest: sha(good), Auth: sources.Auth{CA: srv.ca()}}
+	req := sources.Request{Kind: sources.KindHTTPS, URL: srv.URL + "/c.tar.gz", Digest: sha(good), Auth: sources.Auth{CA: srv.ca(), InsecureLoopback: true}}
 	a, err := f.Fetch(context.Background(), req)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(srv.requests.Load()).To(Equal(int32(1)))

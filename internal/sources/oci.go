@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -25,20 +24,25 @@ import (
 var retryBackoff = remote.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Steps: 2}
 
 // parseReference parses an oci source's image reference (an oci:// prefix is allowed);
-// plain HTTP is allowed only with
-// insecure set and only to a loopback registry.
-func parseReference(ref string, insecure bool) (name.Reference, error) {
+// plain HTTP (Insecure) is allowed only to a loopback registry, and only with
+// InsecureLoopback set as well: the address filter refuses loopback otherwise.
+func parseReference(ref string, auth Auth) (name.Reference, error) {
 	var opts []name.Option
-	if insecure {
+	if auth.Insecure {
 		opts = append(opts, name.Insecure)
 	}
 	r, err := name.ParseReference(strings.TrimPrefix(ref, "oci://"), opts...)
 	if err != nil {
-		return nil, errorf(ReasonInvalidSource, err, "%q is not an image reference", ref)
+		return nil, errorf(ReasonInvalidSource, nil, "%q is not an image reference: %s", redactURL(ref), redactURL(err.Error()))
 	}
-	if insecure && !isLoopback(r.Context().RegistryStr()) {
+	registry := r.Context().RegistryStr()
+	switch {
+	case auth.Insecure && !isLoopback(registry):
 		return nil, errorf(ReasonInvalidSource, nil,
-			"insecure (plain HTTP) is allowed only for a loopback registry, not %s", r.Context().RegistryStr())
+			"insecure (plain HTTP) is allowed only for a loopback registry, not %s", registry)
+	case auth.Insecure && !plainHTTPAllowed(auth, registry):
+		return nil, errorf(ReasonInvalidSource, nil,
+			"insecure (plain HTTP) to the loopback registry %s needs insecureLoopback as well", registry)
 	}
 	return r, nil
 }
@@ -56,7 +60,7 @@ func (f *fetcher) remoteOptions(ctx context.Context, req Request, id string, ref
 		return nil, err
 	}
 	var rt http.RoundTripper = t
-	if !req.Auth.Insecure {
+	if !plainHTTPAllowed(req.Auth, ref.Context().RegistryStr()) {
 		rt = httpsOnly{t}
 	}
 	opts := make([]remote.Option, 0, 6)
@@ -78,7 +82,7 @@ func (f *fetcher) remoteOptions(ctx context.Context, req Request, id string, ref
 // this source resolved before is not pulled again; a new one is verified (when required),
 // pulled, and its single layer extracted.
 func (f *fetcher) fetchOCI(ctx context.Context, req Request, id string) (*Artifact, error) {
-	ref, err := parseReference(req.URL, req.Auth.Insecure)
+	ref, err := parseReference(req.URL, req.Auth)
 	if err != nil {
 		return nil, err
 	}
@@ -90,22 +94,23 @@ func (f *fetcher) fetchOCI(ctx context.Context, req Request, id string) (*Artifa
 	pinned, byDigest := ref.(name.Digest)
 	if byDigest {
 		if digest, err = v1.NewHash(pinned.DigestStr()); err != nil {
-			return nil, errorf(ReasonInvalidSource, err, "%q", req.URL)
+			return nil, errorf(ReasonInvalidSource, err, "%q", redactURL(req.URL))
 		}
 		if e, ok := f.cache.lookupResolved(id + "@" + digest.String()); ok {
 			return f.finish(id, "", ociRevision(ref, digest), e, req.Path, true)
 		}
 	}
+	shown := redactURL(req.URL)
 	desc, err := remote.Head(ref, opts...)
 	if err != nil {
-		return nil, registryError(err, "resolving %s", req.URL)
+		return nil, registryError(err, "resolving %s", shown)
 	}
 	if byDigest && desc.Digest != digest {
-		return nil, errorf(ReasonDigestMismatch, nil, "the registry answered %s for %s", desc.Digest, req.URL)
+		return nil, errorf(ReasonDigestMismatch, nil, "the registry answered %s for %s", desc.Digest, shown)
 	}
 	digest = desc.Digest
 	if req.Digest != "" && req.Digest != digest.String() {
-		return nil, errorf(ReasonDigestMismatch, nil, "%s is %s, not the pinned %s", req.URL, digest, req.Digest)
+		return nil, errorf(ReasonDigestMismatch, nil, "%s is %s, not the pinned %s", shown, digest, req.Digest)
 	}
 	resolution := id + "@" + digest.String()
 	revision := ociRevision(ref, digest)
@@ -113,7 +118,7 @@ func (f *fetcher) fetchOCI(ctx context.Context, req Request, id string) (*Artifa
 		return f.finish(id, resolution, revision, e, req.Path, true)
 	}
 	if desc.MediaType != types.OCIManifestSchema1 && desc.MediaType != types.DockerManifestSchema2 {
-		return nil, errorf(ReasonInvalidBundle, nil, "%s is a %s, not an image manifest", req.URL, desc.MediaType)
+		return nil, errorf(ReasonInvalidBundle, nil, "%s is a %s, not an image manifest", shown, desc.MediaType)
 	}
 	byDigestRef := ref.Context().Digest(digest.String())
 	if req.Verify != nil {
@@ -139,7 +144,8 @@ func ociRevision(ref name.Reference, digest v1.Hash) string {
 }
 
 // pullBundle pulls the image ref (by digest), checks it is a single-layer bundle within the
-// caps, and extracts its layer into the cache.
+// caps, and extracts its layer into the cache. The staging folder goes on every path out,
+// a layer stream the registry cuts short included.
 func (f *fetcher) pullBundle(ref name.Digest, revision string, opts []remote.Option) (*cacheEntry, error) {
 	img, err := remote.Image(ref, opts...)
 	if err != nil {
@@ -169,11 +175,12 @@ func (f *fetcher) pullBundle(ref name.Digest, revision string, opts []remote.Opt
 	if err != nil {
 		return nil, registryError(err, "reading the layer of %s", ref)
 	}
-	staging, err := f.cache.staging()
+	st, err := f.cache.newStage()
 	if err != nil {
-		return nil, errorf(ReasonFetchFailed, err, "preparing the cache")
+		return nil, err
 	}
-	tree := filepath.Join(staging, "tree")
+	defer st.release()
+	tree := st.path("tree")
 	if err := mkdir(tree); err != nil {
 		return nil, err
 	}
@@ -184,7 +191,7 @@ func (f *fetcher) pullBundle(ref name.Digest, revision string, opts []remote.Opt
 	defer rc.Close() //nolint:errcheck
 	// The reader checks the layer's digest when it reaches the end: read it to the end.
 	limited := io.LimitReader(rc, layerDesc.Size+1)
-	if err := Extract(limited, tree, f.limits); err != nil {
+	if err := extractCharged(limited, tree, f.limits, st.charge); err != nil {
 		return nil, layerError(err, ref)
 	}
 	if _, err := io.Copy(io.Discard, limited); err != nil {
@@ -194,7 +201,7 @@ func (f *fetcher) pullBundle(ref name.Digest, revision string, opts []remote.Opt
 	if config != nil {
 		labels = config.Config.Labels
 	}
-	return f.cache.insert(staging, entryMeta{Kind: KindOCI, Digest: ref.DigestStr(), Revision: revision, Labels: labels})
+	return f.cache.insert(st, entryMeta{Kind: KindOCI, Digest: ref.DigestStr(), Revision: revision, Labels: labels})
 }
 
 // layerError reports a layer whose content does not match its digest as DigestMismatch.
@@ -304,12 +311,13 @@ func notFound(err error) bool {
 }
 
 // httpsOnly refuses plain HTTP. go-containerregistry falls back to HTTP for registries
-// on private and loopback addresses; a source that did not ask for insecure never does.
+// on private and loopback addresses; a source that is not allowed plain HTTP (insecure
+// and insecureLoopback, to a loopback registry) never does.
 type httpsOnly struct{ next http.RoundTripper }
 
 func (h httpsOnly) RoundTrip(r *http.Request) (*http.Response, error) {
 	if r.URL.Scheme != schemeHTTPS {
-		return nil, fmt.Errorf("refusing plain HTTP to %s: the source is not marked insecure", r.URL.Host)
+		return nil, fmt.Errorf("refusing plain HTTP to %s: the source is not marked insecure (and insecureLoopback, for a loopback registry)", r.URL.Host)
 	}
 	return h.next.RoundTrip(r)
 }

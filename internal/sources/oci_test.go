@@ -40,7 +40,7 @@ func pushBundle(t *testing.T, reg *testRegistry, dir, repoTag string, opts publi
 }
 
 func ociRequest(ref string) sources.Request {
-	return sources.Request{Kind: sources.KindOCI, URL: ref, Auth: sources.Auth{Insecure: true}}
+	return sources.Request{Kind: sources.KindOCI, URL: ref, Auth: sources.Auth{Insecure: true, InsecureLoopback: true}}
 }
 
 func TestOCIFetch(t *testing.T) {

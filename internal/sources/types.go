@@ -70,8 +70,14 @@ type Auth struct {
 	KnownHosts    []byte
 	// CA is a PEM bundle of extra roots to trust (https, oci, git over HTTPS).
 	CA []byte
-	// Insecure allows plain HTTP to a registry; only for tests and loopback registries.
+	// Insecure allows plain HTTP to a registry (oci), a git server or an archive server
+	// (https); only to a loopback address, and only with InsecureLoopback set as well.
 	Insecure bool
+	// InsecureLoopback allows connections to loopback addresses (127.0.0.0/8, ::1), which
+	// every fetch otherwise refuses: with the manager on the host network, loopback is
+	// the node's own. For tests and development only. Link-local, cloud metadata,
+	// unspecified, multicast and broadcast addresses are refused whatever it says.
+	InsecureLoopback bool
 }
 
 // Verification lists the public keys a signature must verify against.
