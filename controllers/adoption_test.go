@@ -136,6 +136,49 @@ func TestCreateOnlyApplyStopsAtAnExistingObject(t *testing.T) {
 	expectUntouched(t, []*unstructured.Unstructured{deployment})
 }
 
+// TestNeverTakesOverAnInventoriedObjectCreatedAgainByAnotherTool deletes one of an
+// add-on's children out of band while the add-on is paused, and has another tool create
+// a ConfigMap of the same name: the inventory still lists it, but the object is not
+// kaddons' any more. Resumed, the add-on applies it create-only, finds it unmanaged, and
+// waits for adoption: the other tool's ConfigMap is never written.
+func TestNeverTakesOverAnInventoriedObjectCreatedAgainByAnotherTool(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	cr := newCoreDNS(ns, newVersion)
+	g.Expect(k8sClient.Create(ctx, cr)).To(Succeed())
+	waitApplied(t, cr, newVersion)
+	var configMap addonsv1alpha1.ObjectReference
+	for _, ref := range cr.Status.Inventory.Objects() {
+		if ref.Kind == "ConfigMap" {
+			configMap = ref
+		}
+	}
+	g.Expect(configMap.Name).NotTo(BeEmpty(), "the inventory lists the Corefile ConfigMap")
+
+	metav1.SetMetaDataAnnotation(&cr.ObjectMeta, addonsv1alpha1.AnnotationPaused, "true")
+	g.Expect(k8sClient.Update(ctx, cr)).To(Succeed())
+	waitReason(t, cr, addonsv1alpha1.ReasonPaused)
+	live, err := liveObject(configMap)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(k8sClient.Delete(ctx, live)).To(Succeed())
+	expectGone(t, []addonsv1alpha1.ObjectReference{configMap})
+	other := &unstructured.Unstructured{}
+	other.SetGroupVersionKind(configMap.GroupVersionKind())
+	other.SetNamespace(configMap.Namespace)
+	other.SetName(configMap.Name)
+	other.SetLabels(map[string]string{"app.kubernetes.io/managed-by": "another-tool"})
+	g.Expect(unstructured.SetNestedStringMap(other.Object, map[string]string{"Corefile": ".:53 {}"}, "data")).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, other, client.FieldOwner("another-tool"))).To(Succeed())
+
+	getAddon(g, cr)
+	delete(cr.Annotations, addonsv1alpha1.AnnotationPaused)
+	g.Expect(k8sClient.Update(ctx, cr)).To(Succeed())
+	ready := waitReason(t, cr, addonsv1alpha1.ReasonAdoptionRequired)
+	g.Expect(ready.Message).To(ContainSubstring("ConfigMap " + configMap.Namespace + "/" + configMap.Name))
+	expectUntouched(t, []*unstructured.Unstructured{other})
+}
+
 func TestAdoptIfUnmanaged(t *testing.T) {
 	for _, policy := range []addonsv1alpha1.DeletionPolicy{addonsv1alpha1.DeletionPolicyDelete, addonsv1alpha1.DeletionPolicyOrphan} {
 		t.Run(string(policy), func(t *testing.T) {

@@ -326,8 +326,9 @@ const absentResourceVersion = "9223372036854775807"
 
 // handedOver finds out, for every rendered object, whether kaddons may write it. An object
 // in the cache carries kaddons' labels: it is the add-on's own, or another add-on's (a
-// *conflictError). An object the cache does not hold and the inventory does not list was
-// not created by kaddons, or does not exist yet. It costs no request here: it is applied
+// *conflictError). An object the cache does not hold was not created by kaddons, does not
+// exist yet, or (when the inventory lists it) was deleted out of band and may have been
+// created again by another tool since. It costs no request here: it is applied
 // create-only (own.absent), which the API server refuses, writing nothing, when the
 // object exists; resolveExisting then looks it up. Only a Namespace, and every such
 // object when req.adopt may take it over, is looked up on the API server before any
@@ -339,7 +340,6 @@ func (a *applier) handedOver(ctx context.Context, req applyRequest) (ownership, 
 	own := ownership{skip: map[addonsv1alpha1.ObjectReference]bool{}, external: map[addonsv1alpha1.ObjectReference]bool{},
 		live: map[addonsv1alpha1.ObjectReference]liveInfo{}, absent: map[addonsv1alpha1.ObjectReference]bool{}}
 	var unmanaged []addonsv1alpha1.ObjectReference
-	inventoried := newObjectSet(req.previous)
 	for _, u := range req.objects {
 		ref := refOf(u)
 		mode := u.GetAnnotations()[addonsv1alpha1.AnnotationMode]
@@ -361,11 +361,13 @@ func (a *applier) handedOver(ctx context.Context, req applyRequest) (ownership, 
 			// A kind the package's own CRD defines is not served yet: nothing exists.
 		case !apierrors.IsNotFound(err):
 			return own, &writeError{err: fmt.Errorf("reading %s: %w", ref, err)}
-		case !inventoried.has(ref) && !req.adopt && (ref.Group != "" || ref.Kind != kindNamespace):
-			// Neither cached nor in the inventory: kaddons did not create it, or it does not
-			// exist. The create-only apply finds out without a request of its own.
+		case !req.adopt && (ref.Group != "" || ref.Kind != kindNamespace):
+			// Not cached: kaddons did not create it, it does not exist, or (when the
+			// inventory lists it) it was deleted out of band and perhaps created again by
+			// another tool since. The create-only apply finds out without a request of its
+			// own, and never takes over what another tool created.
 			own.absent[ref] = true
-		case !inventoried.has(ref):
+		default:
 			// A Namespace, or an object spec.adopt may take over: does it exist?
 			found, err := a.uncached(ctx, req, ref, &own)
 			switch {
