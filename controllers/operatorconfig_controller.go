@@ -5,14 +5,17 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	configv1alpha1 "github.com/kaddons/kaddons/api/config/v1alpha1"
@@ -21,7 +24,7 @@ import (
 	"github.com/kaddons/kaddons/internal/engine"
 )
 
-// +kubebuilder:rbac:groups=config.kaddons.dev,resources=operatorconfigs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=config.kaddons.dev,resources=operatorconfigs,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=config.kaddons.dev,resources=operatorconfigs/status,verbs=get;patch
 
 // OperatorConfigReconciler puts the OperatorConfig named default in force: its spec,
@@ -50,9 +53,13 @@ type OperatorConfigReconciler struct {
 	inForce config.Runtime
 }
 
-// SetupWithManager puts the file's settings in force and registers the controller.
+// SetupWithManager puts the file's settings in force and registers the controller, and
+// the leader's step that creates the OperatorConfig named default when there is none.
 func (r *OperatorConfigReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.putInForce(r.File)
+	if err := mgr.Add(manager.RunnableFunc(r.ensureDefault)); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("operatorconfig").
 		For(&configv1alpha1.OperatorConfig{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
@@ -98,6 +105,27 @@ func (r *OperatorConfigReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		return ctrl.Result{}, fmt.Errorf("writing the OperatorConfig status: %w", err)
 	}
 	return ctrl.Result{}, nil
+}
+
+// ensureDefault creates the OperatorConfig named default, with an empty spec, when there
+// is none, so that its status always shows the effective settings: the admission policy
+// kaddons-default-serviceaccount-policy reads the default ServiceAccount and the trusted
+// namespaces from there. An OperatorConfig that exists is left as it is.
+func (r *OperatorConfigReconciler) ensureDefault(ctx context.Context) error {
+	oc := &configv1alpha1.OperatorConfig{ObjectMeta: metav1.ObjectMeta{Name: configv1alpha1.OperatorConfigName}}
+	err := wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: time.Second, Factor: 2, Steps: 8, Cap: time.Minute},
+		func(ctx context.Context) (bool, error) {
+			err := r.Client.Create(ctx, oc)
+			if err == nil || apierrors.IsAlreadyExists(err) {
+				return true, nil
+			}
+			log.FromContext(ctx).Error(err, "Creating the OperatorConfig default; retrying")
+			return false, nil
+		})
+	if err != nil && ctx.Err() == nil {
+		log.FromContext(ctx).Error(err, "Could not create the OperatorConfig default: the admission policy on the default ServiceAccount admits every add-on until it exists")
+	}
+	return nil
 }
 
 // putInForce makes rt the settings of the add-on controllers and the log level.
