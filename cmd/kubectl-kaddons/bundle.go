@@ -235,15 +235,20 @@ func verifyBundle(ctx context.Context, out io.Writer, ref string, f verifyFlags)
 	if req.Verify != nil {
 		signature = fmt.Sprintf("verified (%d key(s))", len(req.Verify.PublicKeys))
 	}
+	// The revision and the metadata come from the registry: printable.
 	m := a.Metadata
-	_, _ = fmt.Fprintf(out, "Bundle:              %s\n", ref)
-	_, _ = fmt.Fprintf(out, "Revision:            %s\n", a.Revision)
-	_, _ = fmt.Fprintf(out, "Digest:              %s\n", a.Digest)
-	_, _ = fmt.Fprintf(out, "Signature:           %s\n", signature)
-	_, _ = fmt.Fprintf(out, "Operator ID:         %s\n", cmp.Or(m.OperatorID, "any"))
-	_, _ = fmt.Fprintf(out, "Min operator:        %s\n", cmp.Or(m.MinOperatorVersion, "any"))
-	_, _ = fmt.Fprintf(out, "Kubernetes versions: %s\n", cmp.Or(m.KubernetesVersions, "any"))
-	_, _ = fmt.Fprintf(out, "Pre-flight:          %s\n", preflightSummary(f))
+	for _, line := range [][2]string{
+		{"Bundle", ref},
+		{"Revision", a.Revision},
+		{"Digest", a.Digest},
+		{"Signature", signature},
+		{"Operator ID", cmp.Or(m.OperatorID, "any")},
+		{"Min operator", cmp.Or(m.MinOperatorVersion, "any")},
+		{"Kubernetes versions", cmp.Or(m.KubernetesVersions, "any")},
+		{"Pre-flight", preflightSummary(f)},
+	} {
+		_, _ = fmt.Fprintf(out, "%-21s%s\n", line[0]+":", printable(line[1], keepNone))
+	}
 	return nil
 }
 

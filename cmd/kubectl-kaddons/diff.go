@@ -113,7 +113,8 @@ func liveAddon(ctx context.Context, c client.Reader, in inputAddon) (addonsv1alp
 
 // diffAddons renders inputs with the cluster's state (what the operator's render reads:
 // the add-ons' status, adopted files, followed add-ons), dry-runs every object and writes
-// the diffs to w. It reports whether anything differs.
+// the diffs to w, their headers and the live objects' content made printable. It reports
+// whether anything differs.
 func diffAddons(ctx context.Context, c client.Client, inputs []inputAddon, src *channels.Source, settings engine.Settings,
 	w io.Writer) (bool, error) {
 	lives := map[string]addonsv1alpha1.Addon{}
@@ -146,7 +147,7 @@ func diffAddons(ctx context.Context, c client.Client, inputs []inputAddon, src *
 			}
 			if d != "" {
 				differs = true
-				if _, err := io.WriteString(w, d); err != nil {
+				if _, err := io.WriteString(w, printable(d, keepLines)); err != nil {
 					return false, err
 				}
 			}
@@ -160,7 +161,7 @@ func diffAddons(ctx context.Context, c client.Client, inputs []inputAddon, src *
 		}
 		if pruned != "" {
 			differs = true
-			if _, err := io.WriteString(w, pruned); err != nil {
+			if _, err := io.WriteString(w, printable(pruned, keepLines)); err != nil {
 				return false, err
 			}
 		}
@@ -316,7 +317,7 @@ func describe(u *unstructured.Unstructured) string {
 
 // unifiedDiff returns the unified diff between live and merged (either nil for an object
 // that does not exist on that side), named after named, without the fields the server
-// owns, and with Secret values masked.
+// owns, with Secret values masked and control characters escaped.
 func unifiedDiff(named, live, merged *unstructured.Unstructured) (string, error) {
 	a, b := clean(live), clean(merged)
 	if named.GetKind() == "Secret" && named.GroupVersionKind().Group == "" {
@@ -340,11 +341,13 @@ func unifiedDiff(named, live, merged *unstructured.Unstructured) (string, error)
 	})
 }
 
+// toYAML writes content as YAML, its strings made printable (printableValues): they
+// come from the cluster.
 func toYAML(content map[string]any) (string, error) {
 	if content == nil {
 		return "", nil
 	}
-	data, err := yaml.Marshal(content)
+	data, err := yaml.Marshal(printableValues(content))
 	return string(data), err
 }
 

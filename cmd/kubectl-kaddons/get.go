@@ -111,13 +111,19 @@ func rowOf(item unstructured.Unstructured, kind string, order int) addonRow {
 	return row
 }
 
+// printRows writes rows as get's table. Every cell comes from the cluster, so none may
+// hold a control character: a tab would shift the columns, a newline forge a row, an
+// escape sequence reach the terminal (printable).
 func printRows(w io.Writer, rows []addonRow) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
 	_, _ = fmt.Fprintln(tw, "NAMESPACE\tKIND\tNAME\tVERSION\tREADY\tREASON\tMESSAGE")
 	for _, r := range rows {
 		message := strings.Join(strings.Fields(r.message), " ")
-		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.namespace, r.kind, r.name, r.version, r.ready,
-			orNone(r.reason), message)
+		cells := []string{r.namespace, r.kind, r.name, r.version, r.ready, orNone(r.reason), message}
+		for i, c := range cells {
+			cells[i] = printable(c, keepNone)
+		}
+		_, _ = fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}
 	return tw.Flush()
 }

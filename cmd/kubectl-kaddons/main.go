@@ -50,8 +50,9 @@ func run(args []string, streams genericiooptions.IOStreams) int {
 	if errors.As(err, &ee) {
 		code = ee.code
 	}
+	// An error may quote the API server, a registry or a package: printable.
 	if msg := err.Error(); msg != "" {
-		_, _ = fmt.Fprintln(streams.ErrOut, "error: "+msg)
+		_, _ = fmt.Fprintln(streams.ErrOut, "error: "+printable(msg, keepLines))
 	}
 	return code
 }

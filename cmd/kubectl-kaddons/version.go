@@ -36,7 +36,8 @@ func newVersionCommand(kube *genericclioptions.ConfigFlags, streams genericioopt
 			if clientOnly {
 				return nil
 			}
-			_, _ = fmt.Fprintf(streams.Out, "Operator Version: %s\n", operatorVersion(cmd.Context(), kube, operatorNamespace))
+			_, _ = fmt.Fprintf(streams.Out, "Operator Version: %s\n",
+				printable(operatorVersion(cmd.Context(), kube, operatorNamespace), keepNone))
 			return nil
 		},
 	}
