@@ -85,7 +85,7 @@ func (r *AddonSourceReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		log.FromContext(ctx).Info("Fetching the AddonSource failed", "reason", sources.ReasonOf(obs.FetchErr),
 			"error", obs.FetchErr.Error())
 	} else {
-		r.Registry.Set(src.Name, obs.Artifact)
+		r.Registry.Set(src.Name, obs.Artifact, engine.TrustOf(src, r.Namespace))
 	}
 	sourcectl.SetStatus(&src.Status, src.Generation, obs)
 	r.recordEvents(original, src)

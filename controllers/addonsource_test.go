@@ -10,6 +10,10 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -90,13 +94,22 @@ func channelsTree(t *testing.T, version string) string {
 }
 
 // newAddonSource creates a directory AddonSource named after ns, served by testFetcher at
-// a path of its own, and deletes it afterwards.
+// a path of its own, whose packages are applied with the operator's own identity, and
+// deletes it afterwards.
 func newAddonSource(t *testing.T, ns string) *addonsv1alpha1.AddonSource {
+	t.Helper()
+	return newAddonSourceWith(t, ns, func(spec *addonsv1alpha1.AddonSourceSpec) { spec.ApplyAsOperator = true })
+}
+
+// newAddonSourceWith creates a directory AddonSource named after ns, served by testFetcher
+// at a path of its own, with change made to its spec, and deletes it afterwards.
+func newAddonSourceWith(t *testing.T, ns string, change func(*addonsv1alpha1.AddonSourceSpec)) *addonsv1alpha1.AddonSource {
 	t.Helper()
 	src := &addonsv1alpha1.AddonSource{
 		ObjectMeta: metav1.ObjectMeta{Name: ns},
 		Spec:       addonsv1alpha1.AddonSourceSpec{Directory: &addonsv1alpha1.DirectorySource{Path: "/fake/" + ns}},
 	}
+	change(&src.Spec)
 	NewWithT(t).Expect(k8sClient.Create(context.Background(), src)).To(Succeed())
 	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), src) })
 	return src
@@ -327,4 +340,48 @@ func TestAddonSourceValidation(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSourcePackagesGetOnlyWhatTheSourceWasGranted has an add-on in a trusted namespace,
+// which the operator would apply with its own identity, use an AddonSource. A source that
+// names no identity is refused (SourceNotTrusted). A source that names a ServiceAccount of
+// the operator's namespace allowed to write only ConfigMaps gets no more: the package's
+// ClusterRole, Deployment and the rest are refused by RBAC (Forbidden), and nothing is
+// written. Neither the package nor the add-on's author gains the operator's power.
+func TestSourcePackagesGetOnlyWhatTheSourceWasGranted(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	artifact := &sources.Artifact{Revision: "rev1", Digest: "sha256:" + repeat("7"), Dir: channelsTree(t, newVersion)}
+
+	testFetcher.serve("/fake/"+ns, artifact, nil)
+	anonymous := newAddonSourceWith(t, ns, func(*addonsv1alpha1.AddonSourceSpec) {})
+	cr := &addonsv1alpha1.CoreDNS{ObjectMeta: metav1.ObjectMeta{Name: "coredns", Namespace: ns}}
+	cr.Spec.Version, cr.Spec.SourceRef = newVersion, anonymous.Name
+	g.Expect(k8sClient.Create(ctx, cr)).To(Succeed())
+	ready := waitReason(t, cr, addonsv1alpha1.ReasonSourceNotTrusted)
+	g.Expect(ready.Message).To(ContainSubstring("AddonSource " + anonymous.Name + " names no identity"))
+	g.Expect(cr.Status.Inventory.Objects()).To(BeEmpty())
+
+	// The source names a ServiceAccount of the operator's namespace that may write
+	// ConfigMaps only.
+	account := "source-" + ns
+	g.Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: policyNamespace}})).To(Or(Succeed(), WithTransform(apierrors.IsAlreadyExists, BeTrue())))
+	g.Expect(k8sClient.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: policyNamespace, Name: account}})).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: account},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"},
+			Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}}}})).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: account},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: account},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: policyNamespace, Name: account}}})).To(Succeed())
+	g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(anonymous), anonymous)).To(Succeed())
+	anonymous.Spec.ServiceAccountName = account
+	g.Expect(k8sClient.Update(ctx, anonymous)).To(Succeed())
+	ready = waitReason(t, cr, addonsv1alpha1.ReasonForbidden)
+	g.Expect(ready.Message).To(ContainSubstring("ServiceAccount " + policyNamespace + "/" + account + " may not"))
+	g.Expect(ready.Message).To(ContainSubstring("ClusterRole"))
+	g.Expect(cr.Status.Inventory.Objects()).To(BeEmpty())
+	deployments := &appsv1.DeploymentList{}
+	g.Expect(k8sClient.List(ctx, deployments, client.InNamespace(ns))).To(Succeed())
+	g.Expect(deployments.Items).To(BeEmpty(), "nothing was written")
 }

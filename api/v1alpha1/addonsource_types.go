@@ -5,9 +5,30 @@ import (
 )
 
 // AddonSourceSpec says where a channels tree (channel files and packages/) comes from:
-// exactly one of oci, git, https and directory.
+// exactly one of oci, git, https and directory; and whom its packages are applied as.
 // +kubebuilder:validation:XValidation:rule="[has(self.oci), has(self.git), has(self.https), has(self.directory)].filter(x, x).size() == 1",message="set exactly one of oci, git, https and directory"
+// +kubebuilder:validation:XValidation:rule="!(has(self.serviceAccountName) && has(self.applyAsOperator) && self.applyAsOperator)",message="set at most one of serviceAccountName and applyAsOperator"
 type AddonSourceSpec struct {
+	// serviceAccountName is a ServiceAccount in the operator's namespace that the packages
+	// of this source are applied, pruned and deleted as, for the add-ons that would
+	// otherwise be applied with the operator's own identity (those in the trusted
+	// namespaces that name no spec.serviceAccountName): the packages get what this
+	// ServiceAccount was granted, no more. Add-ons outside the trusted namespaces are
+	// applied as a ServiceAccount of their own namespace whatever the source says.
+	// An add-on in a trusted namespace refuses a source that sets neither this nor
+	// applyAsOperator (SourceNotTrusted).
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+
+	// applyAsOperator applies the packages of this source with the operator's own
+	// identity, as the built-in packages are, for the add-ons in the trusted namespaces
+	// that name no spec.serviceAccountName. Whoever can change what the source serves can
+	// then write anything the operator may: set it only for a source as trusted as the
+	// operator's own image.
+	// +optional
+	ApplyAsOperator bool `json:"applyAsOperator,omitempty"`
+
 	// oci is an image in the Manifest Bundle format (docs/bundles.md), by tag or digest.
 	// +optional
 	OCI *OCISource `json:"oci,omitempty"`

@@ -99,6 +99,12 @@ const (
 	// ReasonSourceNotReady means the AddonSource in spec.sourceRef does not exist or has
 	// no fetched artifact yet; nothing is applied or pruned until it has one.
 	ReasonSourceNotReady = "SourceNotReady"
+
+	// ReasonSourceNotTrusted means an add-on in a trusted namespace, which is not applied
+	// as a ServiceAccount of its own, uses an AddonSource that names no identity to apply
+	// its packages as (spec.serviceAccountName or spec.applyAsOperator), or that is
+	// neither pinned by digest nor verified by signature; nothing is applied or pruned.
+	ReasonSourceNotTrusted = "SourceNotTrusted"
 	// ReasonOperatorMismatch means the bundle names another operator id than this
 	// operator's (pre-flight); nothing is applied or pruned.
 	ReasonOperatorMismatch = "OperatorMismatch"

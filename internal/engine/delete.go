@@ -42,6 +42,25 @@ func readyMessage(obj addonsv1alpha1.Addon) string {
 	return ""
 }
 
+// deletionSource returns the AddonSource artifact whose identity the add-on's children are
+// deleted with: its source's ServiceAccount when the source names one. Deleting writes
+// nothing new, so neither a pin nor an identity is required of the source here: with none,
+// or when the source is gone, the children in the inventory go with the identity the
+// add-on's namespace gives.
+func (r *Reconciler) deletionSource(obj addonsv1alpha1.Addon) SourceArtifact {
+	name := obj.GetAddonSpec().SourceRef
+	if name == "" || r.opts.Sources == nil {
+		return SourceArtifact{}
+	}
+	src, err := r.opts.Sources.Lookup(name)
+	if err != nil {
+		return SourceArtifact{}
+	}
+	src.Trust.Pinned = true
+	src.Trust.AsOperator = src.Trust.ServiceAccount.Name == ""
+	return src
+}
+
 // reconcileDelete removes every child in the inventory and in the pending write-ahead
 // record, cluster-scoped ones included, in reverse apply order (or, with deletionPolicy
 // Orphan, hands them over), then releases the finalizer. Children already gone are
@@ -54,7 +73,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, obj addonsv1alpha1.Add
 	inventory := unionObjects(obj.GetAddonStatus().Inventory.Objects(), pending)
 	// Children are deleted with the identity that created them: a ServiceAccount of the
 	// add-on's namespace outside the trusted namespaces.
-	id, refusal, err := r.identityFor(obj, r.opts.Settings.Load().Tenancy)
+	id, refusal, err := r.identityFor(obj, r.opts.Settings.Load().Tenancy, r.deletionSource(obj))
 	if err == nil && refusal != "" && len(inventory) > 0 {
 		err = errors.New(refusal)
 	}

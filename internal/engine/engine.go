@@ -358,12 +358,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 }
 
 // Render resolves and renders obj's package exactly as a reconcile would, through the
-// reconcile's own phases from resolve through render, without writing to the cluster.
+// reconcile's own phases from resolve through admit, without writing to the cluster.
 // Golden tests and the kubectl plugin use it to show what would be applied.
 func (r *Reconciler) Render(ctx context.Context, obj addonsv1alpha1.Addon) (*Objects, error) {
 	st := &reconcileState{addon: obj.DeepCopyObject().(addonsv1alpha1.Addon), settings: r.opts.Settings.Load()}
 	st.addon.GetObjectKind().SetGroupVersionKind(r.gvk)
-	out, _ := runPhases(ctx, st, phasesBetween(r.phases(), phaseResolve, phaseRender))
+	out, _ := runPhases(ctx, st, phasesBetween(r.phases(), phaseResolve, phaseAdmit))
 	switch {
 	case out.err != nil:
 		return nil, out.err

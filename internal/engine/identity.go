@@ -95,11 +95,14 @@ func (id identity) describe() string {
 // identityFor decides whom the add-on's objects are written as. An add-on that names
 // spec.serviceAccountName is applied as that ServiceAccount of its namespace; one in an
 // untrusted namespace as the configuration's default ServiceAccount; one in a trusted
-// namespace as the operator. It returns a refusal message when an untrusted add-on has
-// no ServiceAccount to act as.
-func (r *Reconciler) identityFor(addon addonsv1alpha1.Addon, tenancy *Tenancy) (identity, string, error) {
+// namespace as the operator, or, when its packages come from an AddonSource, as the
+// identity that source names. It returns a refusal message when an untrusted add-on has
+// no ServiceAccount to act as, or when a trusted one uses a source that is not pinned or
+// names no identity.
+func (r *Reconciler) identityFor(addon addonsv1alpha1.Addon, tenancy *Tenancy, source SourceArtifact) (identity, string, error) {
 	name := addon.GetAddonSpec().ServiceAccountName
-	if name == "" && !tenancy.Trusts(addon.GetNamespace()) {
+	trusted := tenancy.Trusts(addon.GetNamespace())
+	if name == "" && !trusted {
 		name = tenancy.DefaultServiceAccountName
 		if name == "" {
 			return identity{}, fmt.Sprintf("namespace %s is not trusted by the operator, so the add-on is applied as a "+
@@ -108,10 +111,21 @@ func (r *Reconciler) identityFor(addon addonsv1alpha1.Addon, tenancy *Tenancy) (
 				addon.GetNamespace()), nil
 		}
 	}
-	if name == "" {
+	sa := types.NamespacedName{Namespace: addon.GetNamespace(), Name: name}
+	if trusted && source.Name != "" {
+		// A source's packages get what the source was granted, not the operator's power:
+		// whoever can change what it serves would otherwise write anything the operator may.
+		fromSource, refusal := sourceIdentity(source, addon, name == "")
+		if refusal != "" {
+			return identity{}, refusal, nil
+		}
+		if name == "" {
+			sa = fromSource
+		}
+	}
+	if sa.Name == "" {
 		return identity{applier: r.applier, live: r.reader}, "", nil
 	}
-	sa := types.NamespacedName{Namespace: addon.GetNamespace(), Name: name}
 	if r.impersonator == nil {
 		return identity{}, "", errors.New("this operator cannot impersonate ServiceAccounts (no Impersonator)")
 	}
@@ -134,10 +148,12 @@ func (r *Reconciler) actingAs(st *reconcileState) identity {
 
 // impersonate is the phase that decides whom the rest of the reconcile acts as.
 func (r *Reconciler) impersonate(_ context.Context, st *reconcileState) outcome {
-	id, refusal, err := r.identityFor(st.addon, st.settings.Tenancy)
+	id, refusal, err := r.identityFor(st.addon, st.settings.Tenancy, st.source)
 	switch {
 	case err != nil:
 		return failed(addonsv1alpha1.ReasonForbidden, err)
+	case refusal != "" && st.source.Name != "" && st.settings.Tenancy.Trusts(st.addon.GetNamespace()):
+		return refused(addonsv1alpha1.ReasonSourceNotTrusted, refusal)
 	case refusal != "":
 		return refused(addonsv1alpha1.ReasonNotPermitted, refusal)
 	}

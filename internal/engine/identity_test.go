@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 )
@@ -27,11 +28,14 @@ func testImpersonator(t *testing.T) *Impersonator {
 
 func TestIdentityFor(t *testing.T) {
 	tenantSA := types.NamespacedName{Namespace: "team-a", Name: "addons"}
+	sourceSA := types.NamespacedName{Namespace: "kaddons-system", Name: "platform-addons"}
 	for _, tc := range []struct {
 		name      string
 		namespace string
 		saName    string
 		tenancy   *Tenancy
+		// source is the AddonSource artifact the add-on's packages come from.
+		source SourceArtifact
 		// noImpersonator builds the reconciler without an Impersonator.
 		noImpersonator bool
 		// wantSA is the ServiceAccount acted as; zero for the operator.
@@ -59,6 +63,31 @@ func TestIdentityFor(t *testing.T) {
 		{name: "an untrusted namespace without a ServiceAccount is refused", namespace: "team-a",
 			tenancy:     &Tenancy{TrustedNamespaces: []string{"kube-system"}},
 			wantRefusal: "namespace team-a is not trusted by the operator"},
+
+		// An AddonSource's packages get what the source was granted.
+		{name: "a trusted add-on is applied as its source's ServiceAccount", namespace: "kube-system",
+			tenancy: &Tenancy{TrustedNamespaces: []string{"kube-system"}},
+			source:  SourceArtifact{Name: "platform", Trust: SourceTrust{ServiceAccount: sourceSA, Pinned: true}},
+			wantSA:  sourceSA},
+		{name: "a trusted add-on is applied as the operator when its source says so", namespace: "kube-system",
+			tenancy: &Tenancy{TrustedNamespaces: []string{"kube-system"}},
+			source:  SourceArtifact{Name: "platform", Trust: SourceTrust{AsOperator: true, Pinned: true}}},
+		{name: "a source that names no identity is refused in a trusted namespace", namespace: "kube-system",
+			tenancy:     &Tenancy{TrustedNamespaces: []string{"kube-system"}},
+			source:      SourceArtifact{Name: "platform", Trust: SourceTrust{Pinned: true}},
+			wantRefusal: "AddonSource platform names no identity to apply its packages as"},
+		{name: "a source neither pinned nor verified is refused in a trusted namespace", namespace: "kube-system",
+			tenancy:     &Tenancy{TrustedNamespaces: []string{"kube-system"}},
+			source:      SourceArtifact{Name: "platform", Trust: SourceTrust{AsOperator: true}},
+			wantRefusal: "must be pinned by digest or verified by signature"},
+		{name: "a pinned source without identity serves a trusted add-on with a ServiceAccount of its own", namespace: "kube-system",
+			saName: "mine", tenancy: &Tenancy{TrustedNamespaces: []string{"kube-system"}},
+			source: SourceArtifact{Name: "platform", Trust: SourceTrust{Pinned: true}},
+			wantSA: types.NamespacedName{Namespace: "kube-system", Name: "mine"}},
+		{name: "an untrusted add-on is applied as its own ServiceAccount whatever the source", namespace: "team-a",
+			tenancy: &Tenancy{TrustedNamespaces: []string{"kube-system"}, DefaultServiceAccountName: "addons"},
+			source:  SourceArtifact{Name: "platform", Trust: SourceTrust{AsOperator: true}},
+			wantSA:  tenantSA},
 		{name: "no Impersonator is an error, not the operator's identity", namespace: "team-a", saName: "addons",
 			noImpersonator: true, wantErr: "cannot impersonate ServiceAccounts"},
 	} {
@@ -69,7 +98,7 @@ func TestIdentityFor(t *testing.T) {
 			}
 			addon := &addonsv1alpha1.CoreDNS{ObjectMeta: metav1.ObjectMeta{Namespace: tc.namespace, Name: "dns"}}
 			addon.Spec.ServiceAccountName = tc.saName
-			id, refusal, err := r.identityFor(addon, tc.tenancy)
+			id, refusal, err := r.identityFor(addon, tc.tenancy, tc.source)
 			if tc.wantErr != "" || tc.wantRefusal != "" {
 				expectNoIdentity(t, id, refusal, err, tc.wantRefusal, tc.wantErr)
 				return
@@ -101,8 +130,9 @@ func expectNoIdentity(t *testing.T, id identity, refusal string, err error, want
 	if err != nil {
 		t.Fatalf("identityFor: %v", err)
 	}
-	if !strings.Contains(refusal, wantRefusal) || !strings.Contains(refusal, "spec.serviceAccountName") {
-		t.Errorf("refusal = %q, want it to contain %q and name spec.serviceAccountName", refusal, wantRefusal)
+	// Every refusal says what to set: a ServiceAccount, or a pin.
+	if !strings.Contains(refusal, wantRefusal) || !strings.Contains(refusal, "spec.serviceAccountName") && !strings.Contains(refusal, "spec.oci.digest") {
+		t.Errorf("refusal = %q, want it to contain %q and name spec.serviceAccountName or spec.oci.digest", refusal, wantRefusal)
 	}
 }
 
@@ -278,5 +308,43 @@ func TestForbiddenError(t *testing.T) {
 	}
 	if isForbidden(errors.New("connection refused")) || isForbidden(nil) {
 		t.Errorf("isForbidden takes a non-RBAC error for a refusal")
+	}
+}
+
+func TestTrustOf(t *testing.T) {
+	const operatorNS = "kaddons-system"
+	digest := "sha256:" + strings.Repeat("a", 64)
+	for _, tc := range []struct {
+		name string
+		spec addonsv1alpha1.AddonSourceSpec
+		want SourceTrust
+	}{
+		{name: "an OCI tag is not pinned", spec: addonsv1alpha1.AddonSourceSpec{OCI: &addonsv1alpha1.OCISource{URL: "r.example/addons:v1"}}},
+		{name: "an OCI digest field pins", spec: addonsv1alpha1.AddonSourceSpec{OCI: &addonsv1alpha1.OCISource{URL: "r.example/addons:v1", Digest: digest}},
+			want: SourceTrust{Pinned: true}},
+		{name: "an OCI reference by digest pins", spec: addonsv1alpha1.AddonSourceSpec{OCI: &addonsv1alpha1.OCISource{URL: "r.example/addons@" + digest}},
+			want: SourceTrust{Pinned: true}},
+		{name: "a required signature stands for a pin", spec: addonsv1alpha1.AddonSourceSpec{OCI: &addonsv1alpha1.OCISource{URL: "r.example/addons:v1",
+			Verify: &addonsv1alpha1.OCIVerification{}}}, want: SourceTrust{Pinned: true}},
+		{name: "an optional signature does not", spec: addonsv1alpha1.AddonSourceSpec{OCI: &addonsv1alpha1.OCISource{URL: "r.example/addons:v1",
+			Verify: &addonsv1alpha1.OCIVerification{Required: ptr.To(false)}}}},
+		{name: "a git branch is not pinned", spec: addonsv1alpha1.AddonSourceSpec{Git: &addonsv1alpha1.GitSource{URL: "https://git.example/a",
+			Ref: &addonsv1alpha1.GitReference{Branch: "main"}}}},
+		{name: "a git commit pins", spec: addonsv1alpha1.AddonSourceSpec{Git: &addonsv1alpha1.GitSource{URL: "https://git.example/a",
+			Ref: &addonsv1alpha1.GitReference{Commit: strings.Repeat("b", 40)}}}, want: SourceTrust{Pinned: true}},
+		{name: "an HTTPS archive is pinned by its digest", spec: addonsv1alpha1.AddonSourceSpec{HTTPS: &addonsv1alpha1.HTTPSSource{URL: "https://a.example/c.tgz"}},
+			want: SourceTrust{Pinned: true}},
+		{name: "a ServiceAccount of the operator's namespace", spec: addonsv1alpha1.AddonSourceSpec{ServiceAccountName: "platform",
+			Directory: &addonsv1alpha1.DirectorySource{Path: "/channels"}},
+			want: SourceTrust{Pinned: true, ServiceAccount: types.NamespacedName{Namespace: operatorNS, Name: "platform"}}},
+		{name: "the operator's own identity", spec: addonsv1alpha1.AddonSourceSpec{ApplyAsOperator: true,
+			Directory: &addonsv1alpha1.DirectorySource{Path: "/channels"}}, want: SourceTrust{Pinned: true, AsOperator: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := TrustOf(&addonsv1alpha1.AddonSource{Spec: tc.spec}, operatorNS)
+			if got != tc.want {
+				t.Errorf("TrustOf = %+v, want %+v", got, tc.want)
+			}
+		})
 	}
 }

@@ -84,7 +84,7 @@ func TestResolveAndPreflight(t *testing.T) {
 				default:
 					a.Dir = treeWithPackageMetadata(t, "")
 				}
-				registry.Set("platform", &a)
+				registry.Set("platform", &a, SourceTrust{AsOperator: true, Pinned: true})
 			}
 			r, _ := testReconciler(t, Options{Sources: registry, Operator: tc.operator})
 			addon := &addonsv1alpha1.CoreDNS{ObjectMeta: metav1.ObjectMeta{Name: "coredns", Namespace: "kube-system", Generation: 1}}
@@ -126,10 +126,10 @@ func TestSourceRegistry(t *testing.T) {
 	dir := treeWithPackageMetadata(t, "")
 	r := NewSourceRegistry("")
 	a := &sources.Artifact{Revision: "v1", Digest: "sha256:aa", Dir: dir}
-	if !r.Set("one", a) || !r.Set("two", a) {
+	if !r.Set("one", a, SourceTrust{}) || !r.Set("two", a, SourceTrust{}) {
 		t.Fatal("Set of a new artifact reported no change")
 	}
-	if r.Set("one", a) {
+	if r.Set("one", a, SourceTrust{}) {
 		t.Error("Set of the same artifact reported a change")
 	}
 	one, err1 := r.Lookup("one")

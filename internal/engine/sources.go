@@ -3,8 +3,10 @@ package engine
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -31,6 +33,64 @@ type SourceArtifact struct {
 	// digest, shared by every add-on and every AddonSource with that digest, so a package
 	// is built once per revision.
 	Channels *channels.Source
+	// Trust is what the AddonSource says about whom its packages are applied as.
+	Trust SourceTrust
+}
+
+// SourceTrust is what an AddonSource's spec says about trusting its packages.
+type SourceTrust struct {
+	// ServiceAccount is the ServiceAccount, in the operator's namespace, that the packages
+	// are applied as for add-ons that would otherwise be applied as the operator; zero
+	// when the source names none.
+	ServiceAccount types.NamespacedName
+	// AsOperator applies them with the operator's own identity (spec.applyAsOperator).
+	AsOperator bool
+	// Pinned is true when what the source serves cannot change without its spec changing
+	// or without a valid signature: an OCI bundle pinned by digest or with a required
+	// signature, an HTTPS archive (always pinned by its digest), a git commit, or a
+	// directory on the operator's own file system.
+	Pinned bool
+}
+
+// TrustOf reads what src's spec says about trusting its packages; serviceAccounts live
+// in namespace, the operator's own.
+func TrustOf(src *addonsv1alpha1.AddonSource, namespace string) SourceTrust {
+	t := SourceTrust{AsOperator: src.Spec.ApplyAsOperator}
+	if src.Spec.ServiceAccountName != "" {
+		t.ServiceAccount = types.NamespacedName{Namespace: namespace, Name: src.Spec.ServiceAccountName}
+	}
+	switch spec := src.Spec; {
+	case spec.OCI != nil:
+		verified := spec.OCI.Verify != nil && (spec.OCI.Verify.Required == nil || *spec.OCI.Verify.Required)
+		t.Pinned = spec.OCI.Digest != "" || strings.Contains(spec.OCI.URL, "@sha256:") || verified
+	case spec.Git != nil:
+		t.Pinned = spec.Git.Ref != nil && spec.Git.Ref.Commit != ""
+	case spec.HTTPS != nil, spec.Directory != nil:
+		t.Pinned = true
+	}
+	return t
+}
+
+// sourceIdentity decides whom an add-on in a trusted namespace is applied as when its
+// packages come from source and it names no ServiceAccount of its own (needIdentity):
+// the source's ServiceAccount, or the operator when the source says so. It returns a
+// refusal message when the source is not pinned, or names no identity when one is needed.
+func sourceIdentity(source SourceArtifact, addon addonsv1alpha1.Addon, needIdentity bool) (sa types.NamespacedName, refusal string) {
+	switch t := source.Trust; {
+	case !t.Pinned:
+		return sa, fmt.Sprintf("AddonSource %s is used by an add-on in trusted namespace %s, so what it serves must be "+
+			"pinned by digest or verified by signature: set spec.oci.digest (or a url @sha256:), spec.oci.verify with "+
+			"required signatures, or spec.git.ref.commit", source.Name, addon.GetNamespace())
+	case !needIdentity:
+		return sa, ""
+	case t.ServiceAccount.Name != "":
+		return t.ServiceAccount, ""
+	case t.AsOperator:
+		return sa, ""
+	}
+	return sa, fmt.Sprintf("AddonSource %s names no identity to apply its packages as for add-ons in trusted namespace %s: "+
+		"set its spec.serviceAccountName (a ServiceAccount of the operator's namespace) or, for a source as trusted as "+
+		"the operator's own image, spec.applyAsOperator", source.Name, addon.GetNamespace())
 }
 
 // SourceRegistry holds the current artifact of every AddonSource. The AddonSource
@@ -55,15 +115,16 @@ func NewSourceRegistry(defaultChannel string) *SourceRegistry {
 		problems: map[string]string{}, byDigest: map[string]*channels.Source{}}
 }
 
-// Set makes artifact the current one of the AddonSource name. It reports whether the
-// digest changed; when it did, every add-on that uses the source is reconciled.
-func (r *SourceRegistry) Set(name string, artifact *sources.Artifact) bool {
+// Set makes artifact, and what the AddonSource says about trusting it, the current one of
+// the AddonSource name. It reports whether either changed; when one did, every add-on
+// that uses the source is reconciled.
+func (r *SourceRegistry) Set(name string, artifact *sources.Artifact, trust SourceTrust) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.problems, name)
 	previous, had := r.current[name]
 	if had && previous.Digest == artifact.Digest && previous.Revision == artifact.Revision &&
-		previous.Metadata == artifact.Metadata {
+		previous.Metadata == artifact.Metadata && previous.Trust == trust {
 		return false
 	}
 	src, ok := r.byDigest[artifact.Digest]
@@ -72,7 +133,7 @@ func (r *SourceRegistry) Set(name string, artifact *sources.Artifact) bool {
 		r.byDigest[artifact.Digest] = src
 	}
 	r.current[name] = SourceArtifact{Name: name, Revision: artifact.Revision, Digest: artifact.Digest,
-		Metadata: artifact.Metadata, Channels: src}
+		Metadata: artifact.Metadata, Channels: src, Trust: trust}
 	if had {
 		r.release(previous.Digest)
 	}
