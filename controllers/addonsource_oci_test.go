@@ -2,6 +2,10 @@ package controllers
 
 import (
 	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"io"
 	"log"
 	"net/http"
@@ -14,7 +18,11 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/registry"
 	. "github.com/onsi/gomega"
+	"github.com/sigstore/sigstore/pkg/cryptoutils"
+	"github.com/sigstore/sigstore/pkg/signature"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/internal/sources"
@@ -67,13 +75,14 @@ type pushedBundle struct {
 
 // pushBundle builds a bundle from a channels tree listing coredns at version and pushes
 // it to ref (through the registry's uncounted door).
-func pushBundle(t *testing.T, ref, version string) pushedBundle {
+func pushBundle(t *testing.T, ref, version string, signer signature.Signer) pushedBundle {
 	t.Helper()
 	g := NewWithT(t)
 	img, _, err := publish.Build(channelsTree(t, version), publish.BuildOptions{})
 	g.Expect(err).NotTo(HaveOccurred())
 	pushed, err := publish.Push(context.Background(), img, ref, publish.RegistryOptions{Insecure: true})
 	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(publish.Sign(context.Background(), pushed, signer, publish.RegistryOptions{Insecure: true})).To(Succeed())
 	manifest, err := img.Manifest()
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(manifest.Layers).To(HaveLen(1))
@@ -107,11 +116,16 @@ func TestOCISourceOnePull(t *testing.T) {
 	fetches := &countingFetcher{Fetcher: fetcher}
 	testFetcher.delegate(t, pullRef, fetches)
 
-	rev1 := pushBundle(t, pushRef, oldVersion)
+	// The source follows a tag, so its bundles must be signed: the add-ons are in
+	// trusted namespaces and applied as the operator (applyAsOperator).
+	signer, keys := signingKeys(t)
+	rev1 := pushBundle(t, pushRef, oldVersion, signer)
 	src := &addonsv1alpha1.AddonSource{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "oci-one-pull-"},
 		Spec: addonsv1alpha1.AddonSourceSpec{
-			OCI:      &addonsv1alpha1.OCISource{URL: pullRef, Insecure: true},
+			ApplyAsOperator: true,
+			OCI: &addonsv1alpha1.OCISource{URL: pullRef, Insecure: true,
+				Verify: &addonsv1alpha1.OCIVerification{SecretRef: addonsv1alpha1.LocalSecretReference{Name: keys}}},
 			Interval: &metav1.Duration{Duration: 10 * time.Second},
 		},
 	}
@@ -174,7 +188,7 @@ func TestOCISourceOnePull(t *testing.T) {
 	})
 
 	t.Run("a new revision reaches every add-on with one more pull", func(t *testing.T) {
-		rev2 := pushBundle(t, pushRef, newVersion)
+		rev2 := pushBundle(t, pushRef, newVersion, signer)
 		NewWithT(t).Expect(rev2.digest).NotTo(Equal(rev1.digest))
 		NewWithT(t).Expect(rev2.layer).NotTo(Equal(rev1.layer))
 		// The source's interval finds the new revision; nothing else asks for it.
@@ -189,4 +203,24 @@ func TestOCISourceOnePull(t *testing.T) {
 func waitSourceDigest(t *testing.T, src *addonsv1alpha1.AddonSource, digest string) *addonsv1alpha1.AddonSource {
 	t.Helper()
 	return waitSourceWith(t, src, addonsv1alpha1.ReasonFetched, digest)
+}
+
+// signingKeys returns a new ECDSA signer and the name of a Secret in the operator's
+// namespace that holds its public key, as an AddonSource's verify.secretRef names it.
+func signingKeys(t *testing.T) (signature.Signer, string) {
+	t.Helper()
+	g := NewWithT(t)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	g.Expect(err).NotTo(HaveOccurred())
+	signer, err := signature.LoadECDSASignerVerifier(key, crypto.SHA256)
+	g.Expect(err).NotTo(HaveOccurred())
+	pub, err := cryptoutils.MarshalPublicKeyToPEM(key.Public())
+	g.Expect(err).NotTo(HaveOccurred())
+	ctx := context.Background()
+	g.Expect(client.IgnoreAlreadyExists(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: policyNamespace}}))).To(Succeed())
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: policyNamespace, GenerateName: "cosign-keys-"},
+		Data: map[string][]byte{"cosign.pub": pub}}
+	g.Expect(k8sClient.Create(ctx, secret)).To(Succeed())
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), secret) })
+	return signer, secret.Name
 }

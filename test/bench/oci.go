@@ -141,7 +141,10 @@ func measureOCI(ctx context.Context, o options, n int, work string) (r ociRun, e
 	}
 	src := &addonsv1alpha1.AddonSource{
 		ObjectMeta: metav1.ObjectMeta{Name: ociSourceName},
-		Spec:       addonsv1alpha1.AddonSourceSpec{OCI: &addonsv1alpha1.OCISource{URL: ociRef(reg.pull), Insecure: true}},
+		// Pinned by the digest just pushed, and trusted as the operator's own packages:
+		// the add-ons are in trusted namespaces.
+		Spec: addonsv1alpha1.AddonSourceSpec{ApplyAsOperator: true,
+			OCI: &addonsv1alpha1.OCISource{URL: ociRef(reg.pull), Insecure: true, Digest: bundle.digest}},
 	}
 	if err := s.cluster.client.Create(ctx, src); err != nil {
 		return r, fmt.Errorf("creating AddonSource %s: %w", src.Name, err)
