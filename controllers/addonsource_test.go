@@ -305,7 +305,8 @@ func setUpgradeTimeout(t *testing.T, cr *addonsv1alpha1.CoreDNS, timeout string)
 func repeat(s string) string { return strings.Repeat(s, 64) }
 
 // TestAddonSourceValidation: the API server refuses an AddonSource that sets no kind or
-// two, an https source without its digest, and a git path that leaves the repository.
+// two, an https source without its digest, a git path that leaves the repository, and a
+// URL that carries credentials.
 func TestAddonSourceValidation(t *testing.T) {
 	dir := &addonsv1alpha1.DirectorySource{Path: "/srv/channels"}
 	oci := &addonsv1alpha1.OCISource{URL: "registry.example.com/b:v1"}
@@ -325,6 +326,24 @@ func TestAddonSourceValidation(t *testing.T) {
 			Path: "channels/../../etc"}}, wantErr: "path must be relative and stay inside the repository"},
 		{name: "relative directory", spec: addonsv1alpha1.AddonSourceSpec{Directory: &addonsv1alpha1.DirectorySource{Path: "srv"}},
 			wantErr: "path must be absolute"},
+		{name: "insecureLoopback", spec: addonsv1alpha1.AddonSourceSpec{InsecureLoopback: true,
+			OCI: &addonsv1alpha1.OCISource{URL: "127.0.0.1:5000/b:v1", Insecure: true}}},
+		{name: "https with user and password", spec: addonsv1alpha1.AddonSourceSpec{HTTPS: &addonsv1alpha1.HTTPSSource{
+			URL: "https://user:s3cret@h/c.tar.gz", SHA256: strings.Repeat("a", 64)}}, wantErr: "url must not carry credentials"},
+		{name: "https with a token as the user", spec: addonsv1alpha1.AddonSourceSpec{HTTPS: &addonsv1alpha1.HTTPSSource{
+			URL: "https://t0ken@h/c.tar.gz", SHA256: strings.Repeat("a", 64)}}, wantErr: "url must not carry credentials"},
+		{name: "https with @ in the path", spec: addonsv1alpha1.AddonSourceSpec{HTTPS: &addonsv1alpha1.HTTPSSource{
+			URL: "https://h/pkg@v1.tar.gz", SHA256: strings.Repeat("a", 64)}}},
+		{name: "git over https with a token", spec: addonsv1alpha1.AddonSourceSpec{Git: &addonsv1alpha1.GitSource{
+			URL: "https://x-access-token:s3cret@github.com/o/r.git"}}, wantErr: "url must not carry credentials"},
+		{name: "git over ssh with a password", spec: addonsv1alpha1.AddonSourceSpec{Git: &addonsv1alpha1.GitSource{
+			URL: "ssh://git:s3cret@h/r.git"}}, wantErr: "url must not carry credentials"},
+		{name: "git over ssh with its user", spec: addonsv1alpha1.AddonSourceSpec{Git: &addonsv1alpha1.GitSource{URL: "ssh://git@h:2222/r.git"}}},
+		{name: "git, scp-like", spec: addonsv1alpha1.AddonSourceSpec{Git: &addonsv1alpha1.GitSource{URL: "git@github.com:o/r.git"}}},
+		{name: "oci with user and password", spec: addonsv1alpha1.AddonSourceSpec{OCI: &addonsv1alpha1.OCISource{
+			URL: "oci://puller:s3cret@registry.example.com/b:v1"}}, wantErr: "url must not carry credentials"},
+		{name: "oci by digest, with a port", spec: addonsv1alpha1.AddonSourceSpec{OCI: &addonsv1alpha1.OCISource{
+			URL: "registry.example.com:5000/b@sha256:" + strings.Repeat("a", 64)}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := &addonsv1alpha1.AddonSource{ObjectMeta: metav1.ObjectMeta{GenerateName: "validation-"}, Spec: tc.spec}

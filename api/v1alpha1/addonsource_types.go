@@ -56,14 +56,24 @@ type AddonSourceSpec struct {
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="timeout must be a duration between 1s and 1h, such as 2m"
 	// +optional
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// insecureLoopback allows fetches from loopback addresses (127.0.0.0/8, ::1), which
+	// are refused otherwise; oci.insecure needs it too. For tests and development only:
+	// with the operator on the host network, loopback is the node's own, where the
+	// kubelet and other node-local services listen. Link-local, cloud metadata,
+	// unspecified, multicast and broadcast addresses are refused whatever it says.
+	// +optional
+	InsecureLoopback bool `json:"insecureLoopback,omitempty"`
 }
 
 // OCISource is an image in the Manifest Bundle format.
 type OCISource struct {
 	// url is the image reference, such as registry.example.com/platform/addons:v1 or
-	// oci://registry.example.com/platform/addons@sha256:....
+	// oci://registry.example.com/platform/addons@sha256:.... It carries no credentials:
+	// they go in the Secret secretRef names.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([a-zA-Z][a-zA-Z0-9+.-]*://)?[^/?#@]*:[^/?#]*@')",message="url must not carry credentials (user:password@): put them in the Secret secretRef names"
 	// +required
 	URL string `json:"url"`
 
@@ -83,7 +93,8 @@ type OCISource struct {
 	// +optional
 	Verify *OCIVerification `json:"verify,omitempty"`
 
-	// insecure allows plain HTTP to the registry. Only for registries on loopback in tests.
+	// insecure allows plain HTTP to the registry. Only for registries on loopback in
+	// tests, and only with spec.insecureLoopback set as well.
 	// +optional
 	Insecure bool `json:"insecure,omitempty"`
 }
@@ -104,9 +115,12 @@ type OCIVerification struct {
 
 // GitSource is a folder of a git repository.
 type GitSource struct {
-	// url is the repository: https://, ssh:// or git@host:path.
+	// url is the repository: https://, ssh:// or git@host:path. It carries no
+	// credentials (an https URL no user name either): they go in the Secret secretRef
+	// names.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[hH][tT][tT][pP][sS]?://[^/?#]*@') && !self.matches('^([a-zA-Z][a-zA-Z0-9+.-]*://)?[^/?#@]*:[^/?#]*@')",message="url must not carry credentials (user:password@, or a token as the user of an https URL): put them in the Secret secretRef names"
 	// +required
 	URL string `json:"url"`
 
@@ -151,10 +165,12 @@ type GitReference struct {
 
 // HTTPSSource is a .tar.gz of a channels tree on an HTTPS server.
 type HTTPSSource struct {
-	// url is the archive's https:// URL.
+	// url is the archive's https:// URL. It carries no credentials: they go in the
+	// Secret secretRef names.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://')",message="url must be an https:// URL"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^https://[^/?#]*@')",message="url must not carry credentials (user:password@, or a token as the user): put them in the Secret secretRef names"
 	// +required
 	URL string `json:"url"`
 

@@ -182,7 +182,10 @@ func newBundleVerifyCommand(streams genericiooptions.IOStreams) *cobra.Command {
 }
 
 func verifyBundle(ctx context.Context, out io.Writer, ref string, f verifyFlags) error {
-	req := sources.Request{Kind: sources.KindOCI, URL: ref, Digest: f.digest, Auth: sources.Auth{Insecure: f.insecure}}
+	// The plugin runs on the user's machine, whose loopback is the user's own, not a node's:
+	// a registry there is allowed (link-local and metadata addresses are still refused).
+	req := sources.Request{Kind: sources.KindOCI, URL: ref, Digest: f.digest,
+		Auth: sources.Auth{Insecure: f.insecure, InsecureLoopback: true}}
 	if f.caFile != "" {
 		ca, err := os.ReadFile(f.caFile)
 		if err != nil {

@@ -61,9 +61,9 @@ func Timeout(src *addonsv1alpha1.AddonSource) time.Duration {
 // operator's own) through reader, which must read past the manager's label-filtered
 // cache. A missing Secret or key is a *sources.Error with ReasonInvalidSource.
 func Request(ctx context.Context, reader client.Reader, namespace string, src *addonsv1alpha1.AddonSource) (sources.Request, error) {
-	req := sources.Request{Timeout: Timeout(src)}
-	var secretRef *addonsv1alpha1.LocalSecretReference
 	spec := src.Spec
+	req := sources.Request{Timeout: Timeout(src), Auth: sources.Auth{InsecureLoopback: spec.InsecureLoopback}}
+	var secretRef *addonsv1alpha1.LocalSecretReference
 	switch {
 	case spec.OCI != nil:
 		req.Kind, req.URL, req.Digest = sources.KindOCI, spec.OCI.URL, spec.OCI.Digest
