@@ -126,7 +126,8 @@ func TestOCISourceOnePull(t *testing.T) {
 			ApplyAsOperator: true,
 			OCI: &addonsv1alpha1.OCISource{URL: pullRef, Insecure: true,
 				Verify: &addonsv1alpha1.OCIVerification{SecretRef: addonsv1alpha1.LocalSecretReference{Name: keys}}},
-			Interval: &metav1.Duration{Duration: 10 * time.Second},
+			Interval:         &metav1.Duration{Duration: 10 * time.Second},
+			InsecureLoopback: true, // the registry is on 127.0.0.1
 		},
 	}
 	g.Expect(k8sClient.Create(ctx, src)).To(Succeed())

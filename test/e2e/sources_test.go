@@ -70,7 +70,7 @@ func TestOCISource(t *testing.T) {
 
 	newSource := func(name, url string) {
 		src := &addonsv1alpha1.AddonSource{ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: addonsv1alpha1.AddonSourceSpec{ApplyAsOperator: true, OCI: &addonsv1alpha1.OCISource{URL: url, Insecure: true,
+			Spec: addonsv1alpha1.AddonSourceSpec{ApplyAsOperator: true, InsecureLoopback: true, OCI: &addonsv1alpha1.OCISource{URL: url, Insecure: true,
 				Verify: &addonsv1alpha1.OCIVerification{SecretRef: addonsv1alpha1.LocalSecretReference{Name: keys.Name}}}}}
 		g.Expect(k8sClient.Create(ctx, src)).To(Succeed())
 		t.Cleanup(func() { _ = k8sClient.Delete(ctx, src) })
