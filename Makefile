@@ -52,6 +52,7 @@ vet: ## Run go vet against code (the e2e suite included).
 	go vet ./...
 	go vet -tags e2e ./test/...
 	go vet -tags e2e,faults ./test/e2e/...
+	go vet -tags cosign ./internal/sources
 
 .PHONY: verify
 verify: manifests generate build-installer helm ## Fail when generated code, manifests, dist/ (installer, chart) are stale, or go.mod is untidy.
@@ -98,6 +99,10 @@ fuzz: ## Fuzz channel files, package builds, the configuration file and spec.pat
 	go test -run '^$$' -fuzz '^FuzzRender$$' -fuzztime $(FUZZTIME) $(FUZZ_FLAGS) ./internal/channels
 	go test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) $(FUZZ_FLAGS) ./internal/config
 	go test -run '^$$' -fuzz '^FuzzApplyPatches$$' -fuzztime $(FUZZTIME) $(FUZZ_FLAGS) ./internal/engine
+
+.PHONY: test-cosign
+test-cosign: ## Sign bundles with the real cosign v3 CLI (built by hack/cosign.sh, cached) and verify them with the fetcher (tag cosign).
+	cosign="$$(hack/cosign.sh)" && KADDONS_COSIGN="$$cosign" go test -tags cosign ./internal/sources -run '^TestCosign' -count=1 -v
 
 .PHONY: lint
 lint: golangci-lint ## Run golangci-lint.
