@@ -24,8 +24,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -299,6 +301,36 @@ func applyFlags(cfg *config.Configuration, f flags, set map[string]bool) {
 	}
 }
 
+// loadSealer reads, or creates on the first start, the key the engine seals children with
+// (engine.LoadSealer), retrying for a minute while the API server is not answering.
+func loadSealer(restConfig *rest.Config, namespace string) (*engine.Sealer, error) {
+	c, err := client.New(restConfig, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("creating a client for the seal key: %w", err)
+	}
+	var (
+		sealer  *engine.Sealer
+		lastErr error
+	)
+	_ = wait.PollUntilContextTimeout(context.Background(), 2*time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		sealer, lastErr = engine.LoadSealer(ctx, c, namespace)
+		if errors.Is(lastErr, engine.ErrSealKeyNotStored) {
+			setupLog.Info("The seal key is not stored: after a restart, every child is sealed again by one apply",
+				"reason", lastErr.Error())
+			return true, nil
+		}
+		if lastErr != nil {
+			setupLog.Info("Reading the seal key failed; retrying", "error", lastErr.Error())
+			return false, nil
+		}
+		return true, nil
+	})
+	if sealer == nil {
+		return nil, lastErr
+	}
+	return sealer, nil
+}
+
 // zapLevel returns the zap level that logs level and everything more severe.
 func zapLevel(level config.LogLevel) zapcore.Level {
 	switch level {
@@ -337,14 +369,24 @@ func run(f flags, cfg *config.Configuration, logLevel string, setLevel func(conf
 		metricsOptions.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
 
-	cacheOptions := engine.CacheOptions(controllers.Definitions()...)
-	cacheOptions.SyncPeriod = &m.CacheSyncPeriod
 	le := m.LeaderElection
 	restConfig := ctrl.GetConfigOrDie()
 	// Uncompressed responses, as kube-controller-manager and kube-scheduler ask for: between
 	// a controller and its API server, gzip (which the API server applies to each watch
 	// event on its own) costs both sides more CPU than it saves on the wire.
 	restConfig.DisableCompression = true
+	policyNamespace := os.Getenv("POD_NAMESPACE")
+	if policyNamespace == "" {
+		policyNamespace = defaultOperatorNamespace
+	}
+	// The seal key must be known before the cache starts: its transform checks every
+	// child's seal.
+	sealer, err := loadSealer(restConfig, policyNamespace)
+	if err != nil {
+		return err
+	}
+	cacheOptions := engine.CacheOptions(sealer, controllers.Definitions()...)
+	cacheOptions.SyncPeriod = &m.CacheSyncPeriod
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 metricsOptions,
@@ -379,11 +421,7 @@ func run(f flags, cfg *config.Configuration, logLevel string, setLevel func(conf
 	opts := engine.Options{Source: source, Concurrency: cfg.ConcurrencyFor,
 		// The operatorconfig controller puts the file's runtime settings in force, then
 		// those of the OperatorConfig resource.
-		Settings: engine.NewSettingsStore(engine.Settings{}), Sources: registry, Operator: operator}
-	policyNamespace := os.Getenv("POD_NAMESPACE")
-	if policyNamespace == "" {
-		policyNamespace = defaultOperatorNamespace
-	}
+		Settings: engine.NewSettingsStore(engine.Settings{}), Sources: registry, Operator: operator, Sealer: sealer}
 	fetcher, err := sources.NewFetcher(sources.Options{CacheDir: f.sourceCacheDir, MaxCacheBytes: f.sourceCacheBytes})
 	if err != nil {
 		return err

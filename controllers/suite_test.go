@@ -62,6 +62,9 @@ var (
 	testSources  = engine.NewSourceRegistry(channels.DefaultChannel)
 	testFetcher  = newFakeFetcher()
 	testOperator = engine.OperatorIdentity{ID: "kaddons", Version: "v1.5.0"}
+	// testSealer seals what the suite's manager applies, as main.go's does with the key of
+	// the Secret kaddons-seal.
+	testSealer   = engine.NewSealer([]byte("the envtest suite's seal key, 32+ bytes"))
 	fileSettings = config.Runtime{DefaultChannel: channels.DefaultChannel, LogLevel: config.LogLevelInfo,
 		TrustedNamespaces: []string{config.TrustAllNamespaces}}
 )
@@ -115,7 +118,7 @@ func runSuite(m *testing.M) int {
 		Scheme:                 testScheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  engine.CacheOptions(Definitions()...),
+		Cache:                  engine.CacheOptions(testSealer, Definitions()...),
 		Client:                 client.Options{Cache: &client.CacheOptions{Unstructured: true}},
 	})
 	if err != nil {
@@ -159,7 +162,7 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	if err := SetupWithManager(testMgr, engine.Options{Source: source, Settings: settings,
-		Permit: permit, ReconcileAllOn: reconcileAllOn, Sources: testSources, Operator: testOperator}); err != nil {
+		Permit: permit, ReconcileAllOn: reconcileAllOn, Sources: testSources, Operator: testOperator, Sealer: testSealer}); err != nil {
 		fmt.Fprintf(os.Stderr, "setting up controllers: %v\n", err)
 		return 1
 	}

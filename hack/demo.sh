@@ -39,7 +39,7 @@ SA_NAMESPACE=kaddons-system
 SA_NAME=kaddons-controller-manager
 # The kinds of config/default the demo installs: everything but the manager's Deployment
 # and its metrics Service.
-INSTALL_KINDS="Namespace CustomResourceDefinition ServiceAccount Role ClusterRole RoleBinding ClusterRoleBinding"
+INSTALL_KINDS="Namespace CustomResourceDefinition ServiceAccount Role ClusterRole RoleBinding ClusterRoleBinding ValidatingAdmissionPolicy ValidatingAdmissionPolicyBinding"
 TIMEOUT=${DEMO_TIMEOUT:-300}
 
 # step ends the step in progress, printing how long it took, and starts the next.

@@ -164,6 +164,9 @@ type applier struct {
 	echoes *echoes
 	// as names the identity in messages.
 	as string
+	// sealer seals what the applier writes, and tells the children it wrote from objects
+	// that only carry their labels; nil trusts the labels.
+	sealer *Sealer
 }
 
 // applyRequest is what one apply works on.
@@ -340,6 +343,7 @@ func (a *applier) handedOver(ctx context.Context, req applyRequest) (ownership, 
 	own := ownership{skip: map[addonsv1alpha1.ObjectReference]bool{}, external: map[addonsv1alpha1.ObjectReference]bool{},
 		live: map[addonsv1alpha1.ObjectReference]liveInfo{}, absent: map[addonsv1alpha1.ObjectReference]bool{}}
 	var unmanaged []addonsv1alpha1.ObjectReference
+	inventoried := newObjectSet(unionObjects(req.previous, req.pending))
 	for _, u := range req.objects {
 		ref := refOf(u)
 		mode := u.GetAnnotations()[addonsv1alpha1.AnnotationMode]
@@ -348,6 +352,20 @@ func (a *applier) handedOver(ctx context.Context, req applyRequest) (ownership, 
 		cached.SetGroupVersionKind(ref.GroupVersionKind())
 		err := a.cache.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, cached)
 		switch {
+		case err == nil && unsealed(cached) && !inventoried.has(ref):
+			// It carries kaddons' labels, but kaddons did not write it: another tool's, as
+			// if unlabelled. spec.adopt may take it over; nothing else writes it.
+			found, err := a.uncached(ctx, req, ref, &own)
+			switch {
+			case err != nil:
+				return own, err
+			case found == foundUnmanaged:
+				unmanaged = append(unmanaged, ref)
+				continue
+			case found == foundExternal:
+				continue
+			}
+			exists = found == foundOurs
 		case err == nil:
 			exists = true
 			if owner := ownerOf(cached.GetLabels()); owner != "" && owner != req.ownerKey() {
@@ -415,7 +433,7 @@ func (a *applier) uncached(ctx context.Context, req applyRequest, ref addonsv1al
 	if live == nil {
 		return foundNothing, nil
 	}
-	switch owner := ownerOf(live.GetLabels()); {
+	switch owner := a.ownerOf(ref, live); {
 	case owner == req.ownerKey():
 		return foundOurs, nil
 	case owner != "":
@@ -431,6 +449,15 @@ func (a *applier) uncached(ctx context.Context, req applyRequest, ref addonsv1al
 		return foundOurs, nil
 	}
 	return foundUnmanaged, nil
+}
+
+// ownerOf returns the add-on that live's instance labels name, or "" when there is none
+// or kaddons did not write it (no valid seal): labels alone prove nothing.
+func (a *applier) ownerOf(ref addonsv1alpha1.ObjectReference, live metav1.Object) string {
+	if a.sealer != nil && !a.sealer.verify(ref.GroupVersionKind().GroupKind(), live) {
+		return ""
+	}
+	return ownerOf(live.GetLabels())
 }
 
 // liveMetadata reads ref's metadata from the API server, past the label-filtered cache;
@@ -732,6 +759,7 @@ func (w *stageWriter) applyOne(ctx context.Context, u *unstructured.Unstructured
 	if w.absent[refOf(u)] {
 		u.SetResourceVersion(absentResourceVersion)
 	}
+	w.sealer.sealObject(u)
 	err := w.applyRetryingBindings(ctx, u)
 	fields := immutableFields(err)
 	if fields == "" {

@@ -131,7 +131,7 @@ func TestEchoHandler(t *testing.T) {
 			return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "coredns", ResourceVersion: "10",
 				Labels: instanceLabels("CoreDNS", types.NamespacedName{Namespace: "ns", Name: owner})}}
 		}
-		h := echoHandler{echoes: &echoes{}, kind: deployments, mapFn: r.mapChild}
+		h := echoHandler{echoes: &echoes{}, kind: deployments, mapFn: r.mapChild(appsv1.SchemeGroupVersion.WithKind("Deployment"))}
 		h.Update(context.Background(), event.UpdateEvent{ObjectOld: owned("a"), ObjectNew: owned("b")}, q)
 		if q.Len() != 2 {
 			t.Errorf("enqueued %d requests, want 2 (the add-on before and after)", q.Len())

@@ -117,6 +117,10 @@ type Options struct {
 	// Operator identifies the running operator to the pre-flight checks of a source's
 	// bundle metadata.
 	Operator OperatorIdentity
+	// Sealer seals every object the engine applies and tells its children from objects
+	// that only carry its labels; it must be the one CacheOptions was given. Nil seals
+	// nothing and trusts the labels (tools that only render).
+	Sealer *Sealer
 }
 
 // ChildVerbs are the verbs the engine uses on every child kind: read through the cache
@@ -192,18 +196,19 @@ func NewWithClients(def Definition, opts Options, c Clients) (*Reconciler, error
 	}
 	echoes := &echoes{}
 	return &Reconciler{
-		def:          def,
-		gvk:          gvk,
-		name:         strings.ToLower(gvk.Kind),
-		client:       c.Client,
-		reader:       c.Reader,
-		scheme:       c.Scheme,
-		mapper:       c.Mapper,
-		source:       opts.Source,
-		recorder:     c.Recorder,
-		opts:         opts,
-		echoes:       echoes,
-		applier:      &applier{cache: c.Client, client: c.Client, reader: c.Reader, echoes: echoes, as: "the operator"},
+		def:      def,
+		gvk:      gvk,
+		name:     strings.ToLower(gvk.Kind),
+		client:   c.Client,
+		reader:   c.Reader,
+		scheme:   c.Scheme,
+		mapper:   c.Mapper,
+		source:   opts.Source,
+		recorder: c.Recorder,
+		opts:     opts,
+		echoes:   echoes,
+		applier: &applier{cache: c.Client, client: c.Client, reader: c.Reader, echoes: echoes, as: "the operator",
+			sealer: opts.Sealer},
 		impersonator: c.Impersonator,
 	}, nil
 }

@@ -134,7 +134,8 @@ func (r *Reconciler) identityFor(addon addonsv1alpha1.Addon, tenancy *Tenancy, s
 		return identity{}, "", err
 	}
 	id := identity{serviceAccount: sa, live: c}
-	id.applier = &applier{cache: r.client, client: c, reader: c, checkAccess: true, echoes: r.echoes, as: id.describe()}
+	id.applier = &applier{cache: r.client, client: c, reader: c, checkAccess: true, echoes: r.echoes, as: id.describe(),
+		sealer: r.opts.Sealer}
 	return id, "", nil
 }
 

@@ -69,7 +69,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	for _, gvk := range r.def.Children {
 		// The typed informer where the scheme has the kind: the one the engine's reads
 		// use (see typedReads).
-		b = b.Watches(TypedPrototype(mgr.GetScheme(), gvk), echoHandler{echoes: r.echoes, kind: gvk.GroupKind(), mapFn: r.mapChild})
+		b = b.Watches(TypedPrototype(mgr.GetScheme(), gvk), echoHandler{echoes: r.echoes, kind: gvk.GroupKind(), mapFn: r.mapChild(gvk)})
 	}
 	if r.opts.Settings != nil {
 		// A change of the operator's settings (OperatorConfig) reconciles every add-on.
@@ -129,7 +129,7 @@ const channelsRecheck = 10 * time.Second
 // that kaddons manages, so memory does not grow with unrelated objects in the cluster.
 // HorizontalPodAutoscalers are cached unfiltered.
 // Managed fields are stripped from everything cached.
-func CacheOptions(defs ...Definition) cache.Options {
+func CacheOptions(sealer *Sealer, defs ...Definition) cache.Options {
 	selector := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue})
 	byObject := map[client.Object]cache.ByObject{}
 	seen := map[schema.GroupVersionKind]bool{}
@@ -141,7 +141,7 @@ func CacheOptions(defs ...Definition) cache.Options {
 			seen[gvk] = true
 			u := &unstructured.Unstructured{}
 			u.SetGroupVersionKind(gvk)
-			byObject[u] = cache.ByObject{Label: selector}
+			byObject[u] = cache.ByObject{Label: selector, Transform: sealer.Transform(gvk.GroupKind())}
 		}
 	}
 	// HorizontalPodAutoscalers are the user's, not kaddons': cached whole (they are few),
@@ -166,13 +166,28 @@ func specOrDeletionChanged() predicate.Predicate {
 	)
 }
 
-// mapChild maps a child's event to its add-on through the instance labels.
-func (r *Reconciler) mapChild(_ context.Context, o client.Object) []reconcile.Request {
-	l := o.GetLabels()
-	if l[LabelManagedBy] != ManagedByValue || l[LabelKind] != r.name || l[LabelName] == "" {
-		return nil
+// mapChild returns the map function of the events of children of kind gvk: to their
+// add-on, through the instance labels. An object the cache holds as unsealed (kaddons did
+// not write it, whatever its labels say) wakes its add-on only when the add-on's inventory
+// or write-ahead record lists it: one that kaddons wrote before seals existed, or one it
+// lost to an out-of-band change. Forged labels wake nothing.
+func (r *Reconciler) mapChild(gvk schema.GroupVersionKind) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		l := o.GetLabels()
+		if l[LabelManagedBy] != ManagedByValue || l[LabelKind] != r.name || l[LabelName] == "" {
+			return nil
+		}
+		owner := types.NamespacedName{Namespace: l[LabelNamespace], Name: l[LabelName]}
+		if unsealed(o) {
+			addon := r.newObject()
+			ref := addonsv1alpha1.ObjectReference{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind,
+				Namespace: o.GetNamespace(), Name: o.GetName()}
+			if err := r.client.Get(ctx, owner, addon); err != nil || !inventoried(addon, ref) {
+				return nil
+			}
+		}
+		return []reconcile.Request{{NamespacedName: owner}}
 	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: l[LabelNamespace], Name: l[LabelName]}}}
 }
 
 // mapDependents returns a map function for events of add-ons of kind: it finds the

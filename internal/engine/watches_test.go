@@ -17,21 +17,34 @@ import (
 )
 
 func TestMapChild(t *testing.T) {
-	r, _ := testReconciler(t, Options{})
+	configMaps := corev1.SchemeGroupVersion.WithKind("ConfigMap")
+	listed := addonsv1alpha1.ObjectReference{Version: "v1", Kind: "ConfigMap", Namespace: "a", Name: "listed"}
+	owner := coreDNS("a", "x")
+	owner.Status.Inventory = addonsv1alpha1.NewInventory([]addonsv1alpha1.ObjectReference{listed})
+	r, _ := testReconciler(t, Options{}, owner)
+	ofX := instanceLabels("CoreDNS", types.NamespacedName{Namespace: "a", Name: "x"})
 	for _, tc := range []struct {
-		name   string
-		labels map[string]string
-		want   []types.NamespacedName
+		name     string
+		object   string
+		labels   map[string]string
+		unsealed bool
+		want     []types.NamespacedName
 	}{
-		{"a child of a CoreDNS", instanceLabels("CoreDNS", types.NamespacedName{Namespace: "a", Name: "x"}),
-			[]types.NamespacedName{{Namespace: "a", Name: "x"}}},
-		{"a child of another kind", instanceLabels("Dashboard", types.NamespacedName{Namespace: "a", Name: "x"}), nil},
-		{"not managed by kaddons", map[string]string{LabelKind: "coredns", LabelName: "x"}, nil},
+		{"a child of a CoreDNS", "c", ofX, false, []types.NamespacedName{{Namespace: "a", Name: "x"}}},
+		{"a child of another kind", "c", instanceLabels("Dashboard", types.NamespacedName{Namespace: "a", Name: "x"}), false, nil},
+		{"not managed by kaddons", "c", map[string]string{LabelKind: "coredns", LabelName: "x"}, false, nil},
+		{"forged labels, not in the inventory", "forged", ofX, true, nil},
+		{"unsealed, but in the inventory", "listed", ofX, true, []types.NamespacedName{{Namespace: "a", Name: "x"}}},
+		{"forged labels of an add-on that does not exist", "forged",
+			instanceLabels("CoreDNS", types.NamespacedName{Namespace: "a", Name: "gone"}), true, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Labels: tc.labels}}
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: tc.object, Labels: tc.labels}}
+			if tc.unsealed {
+				cm.Annotations = map[string]string{annotationUnsealed: ""}
+			}
 			var got []types.NamespacedName
-			for _, req := range r.mapChild(context.Background(), cm) {
+			for _, req := range r.mapChild(configMaps)(context.Background(), cm) {
 				got = append(got, req.NamespacedName)
 			}
 			if len(got) != len(tc.want) || (len(got) == 1 && got[0] != tc.want[0]) {
@@ -57,7 +70,7 @@ func TestDependentsOf(t *testing.T) {
 func TestCacheOptionsFilterEveryChildKind(t *testing.T) {
 	def := Definition{Children: []schema.GroupVersionKind{corev1.SchemeGroupVersion.WithKind("ConfigMap"),
 		corev1.SchemeGroupVersion.WithKind("Service")}}
-	opts := CacheOptions(def, def)
+	opts := CacheOptions(nil, def, def)
 	if len(opts.ByObject) != 3 {
 		t.Fatalf("CacheOptions has %d entries, want one per distinct child kind and the HPAs", len(opts.ByObject))
 	}
