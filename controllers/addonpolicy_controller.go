@@ -69,19 +69,19 @@ func (p *PolicyChecker) Permit(ctx context.Context, req engine.PermitRequest) (s
 		nsLabels = ns.GetLabels()
 	}
 	d := policy.Evaluate(policies.Items, policy.Request{
-		Namespace:       req.Addon.GetNamespace(),
-		NamespaceLabels: nsLabels,
-		Trusted:         req.Trusted,
-		PolicyNamespace: p.Namespace,
-		Kind:            req.Kind,
-		Channel:         req.Channel,
-		Version:         req.Version,
-		TargetNamespace: req.TargetNamespace,
+		Namespace:        req.Addon.GetNamespace(),
+		NamespaceLabels:  nsLabels,
+		Trusted:          req.Trusted,
+		PolicyNamespace:  p.Namespace,
+		Kind:             req.Kind,
+		Channel:          req.Channel,
+		Version:          req.Version,
+		TargetNamespace:  req.TargetNamespace,
 		ObjectNamespaces: req.ObjectNamespaces,
-		HasPatches:      len(req.Addon.PatchSpec().Patches) > 0,
-		PatchKinds:      req.PatchKinds,
-		FreeFormFields:  req.FreeFormFields,
-		Source:          req.Source,
+		HasPatches:       len(req.Addon.PatchSpec().Patches) > 0,
+		PatchKinds:       req.PatchKinds,
+		FreeFormFields:   req.FreeFormFields,
+		Source:           req.Source,
 	})
 	if d.Permitted {
 		return "", nil

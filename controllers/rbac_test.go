@@ -1,7 +1,10 @@
 package controllers
 
 import (
+	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -68,6 +71,7 @@ var engineGrants = map[grant]string{
 	{"config.kaddons.dev", "operatorconfigs", "get"}:          "OperatorConfig",
 	{"config.kaddons.dev", "operatorconfigs", "list"}:         "OperatorConfig",
 	{"config.kaddons.dev", "operatorconfigs", "watch"}:        "OperatorConfig",
+	{"config.kaddons.dev", "operatorconfigs", "create"}:       "the OperatorConfig default, created when there is none (its status feeds the default-ServiceAccount admission policy)",
 	{"config.kaddons.dev", "operatorconfigs/status", "get"}:   "OperatorConfig status",
 	{"config.kaddons.dev", "operatorconfigs/status", "patch"}: "OperatorConfig status",
 }
@@ -213,4 +217,54 @@ func packageGrants(t *testing.T, source *channels.Source, component, version str
 		}
 	}
 	return out
+}
+
+// TestPeopleRolesCoverEveryAddonKind checks the roles for people against the add-on
+// definitions: kaddons-addons-editor-role lets its holder edit every add-on kind and read
+// its status, and kaddons-addons-viewer-role (aggregated into view) lets its holder read
+// every add-on kind, so that no kind is left out when one is added.
+func TestPeopleRolesCoverEveryAddonKind(t *testing.T) {
+	read := func(file string) map[grant]bool {
+		t.Helper()
+		data, err := os.ReadFile(filepath.Join("..", "config", "rbac", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		role := &rbacv1.ClusterRole{}
+		if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096).Decode(role); err != nil {
+			t.Fatal(err)
+		}
+		grants := map[grant]bool{}
+		for _, g := range grantsOf(role.Rules) {
+			grants[g] = true
+		}
+		return grants
+	}
+	editor, viewer := read("addons_editor_role.yaml"), read("addons_viewer_role.yaml")
+	for _, def := range Definitions() {
+		gvk, err := apiutil.GVKForObject(def.Prototype, testScheme)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mapping, err := testMgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plural := mapping.Resource.Resource
+		for _, verb := range []string{"create", "delete", "get", "list", "patch", "update", "watch"} {
+			if !editor[grant{gvk.Group, plural, verb}] {
+				t.Errorf("the editor role may not %s %s", verb, plural)
+			}
+		}
+		for _, verb := range []string{"get", "list", "watch"} {
+			if !viewer[grant{gvk.Group, plural, verb}] {
+				t.Errorf("the viewer role may not %s %s", verb, plural)
+			}
+		}
+		for _, role := range []map[grant]bool{editor, viewer} {
+			if !role[grant{gvk.Group, plural + "/status", "get"}] {
+				t.Errorf("a role for people may not get %s/status", plural)
+			}
+		}
+	}
 }

@@ -311,6 +311,8 @@ func area(kind string) string {
 		return "rbac"
 	case "Service":
 		return "metrics"
+	case "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
+		return "admission"
 	default:
 		return "manager"
 	}
