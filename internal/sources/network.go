@@ -143,8 +143,12 @@ func (p addressPolicy) dial(ctx context.Context, next dialFunc, network, addr st
 	if err != nil {
 		return nil, err
 	}
+	name := host // what the error shows besides the address
+	if _, err := netip.ParseAddr(host); err == nil {
+		name = ""
+	}
 	for _, ip := range ips {
-		if err := p.check(host, ip); err != nil {
+		if err := p.check(name, ip); err != nil {
 			return nil, err
 		}
 	}
@@ -161,6 +165,9 @@ func (p addressPolicy) dial(ctx context.Context, next dialFunc, network, addr st
 	return nil, first
 }
 
+// lookupNetIP resolves names for the address filter; a test may replace it.
+var lookupNetIP = net.DefaultResolver.LookupNetIP
+
 // resolve returns the addresses of host: itself when it is an address.
 func resolve(ctx context.Context, network, host string) ([]netip.Addr, error) {
 	if ip, err := netip.ParseAddr(host); err == nil {
@@ -173,7 +180,7 @@ func resolve(ctx context.Context, network, host string) ([]netip.Addr, error) {
 	case "tcp6":
 		family = "ip6"
 	}
-	ips, err := net.DefaultResolver.LookupNetIP(ctx, family, host)
+	ips, err := lookupNetIP(ctx, family, host)
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,11 @@
 package sources
 
 import (
+	"context"
+	"errors"
+	"net"
 	"net/netip"
+	"strings"
 	"testing"
 )
 
@@ -108,6 +112,53 @@ func TestRedactURL(t *testing.T) {
 		t.Run(tc.in, func(t *testing.T) {
 			if got := redactURL(tc.in); got != tc.want {
 				t.Fatalf("redactURL(%q) = %q, want %q", tc.in, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestDialConnectsToTheCheckedAddress: the filter resolves a name once and connects to the
+// address it checked, never to the name (which could resolve elsewhere the next time: DNS
+// rebinding), and refuses a name any of whose addresses is refused.
+func TestDialConnectsToTheCheckedAddress(t *testing.T) {
+	answers := map[string][]netip.Addr{
+		"public.example":   {netip.MustParseAddr("203.0.113.7")},
+		"mixed.example":    {netip.MustParseAddr("203.0.113.7"), netip.MustParseAddr("169.254.169.254")},
+		"loopback.example": {netip.MustParseAddr("127.0.0.1")},
+	}
+	lookups := 0
+	lookupNetIP = func(_ context.Context, _, host string) ([]netip.Addr, error) {
+		lookups++
+		return answers[host], nil
+	}
+	t.Cleanup(func() { lookupNetIP = net.DefaultResolver.LookupNetIP })
+	cases := []struct {
+		addr      string
+		wantDial  string
+		wantError string
+	}{
+		{addr: "public.example:443", wantDial: "203.0.113.7:443"},
+		{addr: "mixed.example:443", wantError: "refusing to connect to 169.254.169.254 (mixed.example): cloud metadata addresses"},
+		{addr: "loopback.example:443", wantError: "refusing to connect to 127.0.0.1 (loopback.example): loopback addresses"},
+		{addr: "[fe80::1%eth0]:443", wantError: "refusing to connect to fe80::1: link-local addresses"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.addr, func(t *testing.T) {
+			lookups = 0
+			var dialled []string
+			next := func(_ context.Context, _, addr string) (net.Conn, error) {
+				dialled = append(dialled, addr)
+				return nil, errors.New("not dialled in this test")
+			}
+			_, err := addressPolicy{}.dial(context.Background(), next, "tcp", tc.addr)
+			if tc.wantError != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantError) || len(dialled) != 0 {
+					t.Fatalf("error = %v, dialled %v; want %q and no dial", err, dialled, tc.wantError)
+				}
+				return
+			}
+			if len(dialled) != 1 || dialled[0] != tc.wantDial || lookups != 1 {
+				t.Fatalf("dialled %v after %d lookups, want %s after one", dialled, lookups, tc.wantDial)
 			}
 		})
 	}
