@@ -83,6 +83,15 @@ func newBundleVerifier(keys []signature.Verifier) (*bundleVerifier, error) {
 func checkBundles(ref name.Digest, keys *bundleVerifier, opts []remote.Option) (signatureCheck, error) {
 	var out signatureCheck
 	index, err := remote.Referrers(ref, opts...)
+	if err != nil && !IsTransient(err) {
+		// go-containerregistry falls back to the referrers tag when the API answers 404, 400
+		// or 406; a registry that answers it otherwise (405, or 401 for a path it does not
+		// know) does not serve the API either.
+		index, err = remote.Index(ref.Context().Tag(strings.Replace(ref.DigestStr(), ":", "-", 1)), opts...)
+		if notFound(err) {
+			return out, nil
+		}
+	}
 	if err != nil {
 		return out, registryError(err, "listing the referrers of %s", ref)
 	}

@@ -8,7 +8,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -213,4 +215,43 @@ func TestOCIBundleVerification(t *testing.T) {
 			g.Expect(ok).To(BeFalse())
 		})
 	}
+}
+
+// TestOCIBundleWithoutReferrersAPI checks that a registry that answers the referrers API
+// with an error go-containerregistry does not fall back on (405 here) is read through the
+// referrers tag, and that its legacy signatures are still read.
+func TestOCIBundleWithoutReferrersAPI(t *testing.T) {
+	g := NewWithT(t)
+	reg := newRegistry(t)
+	ctx := context.Background()
+	signer, pub := newKey(t)
+	bundled := pushBundle(t, reg, writeTree(t, "bundled"), "bundles/demo:bundled", publish.BuildOptions{})
+	attachReferrer(t, bundled, bundleMediaType, dsseBundle(t, signer, sources.CosignSignPredicateType, bundled.DigestStr(), false))
+	legacy := pushBundle(t, reg, writeTree(t, "legacy"), "bundles/demo:legacy", publish.BuildOptions{})
+	g.Expect(publish.Sign(ctx, legacy, signer, insecure)).To(Succeed())
+	unsigned := pushBundle(t, reg, writeTree(t, "unsigned"), "bundles/demo:unsigned", publish.BuildOptions{})
+	// Only now: pushing a referrer reads the referrers to update the tag.
+	handler := reg.Config.Handler
+	var refused atomic.Int32
+	reg.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.URL.Path, "/referrers/") {
+			refused.Add(1)
+			http.Error(w, "no such API", http.StatusMethodNotAllowed)
+			return
+		}
+		handler.ServeHTTP(w, r)
+	})
+
+	for _, ref := range []name.Digest{bundled, legacy} {
+		req := ociRequest(ref.String())
+		req.Verify = &sources.Verification{PublicKeys: [][]byte{pub}}
+		_, err := newFetcher(t, sources.Limits{}).Fetch(ctx, req)
+		g.Expect(err).NotTo(HaveOccurred(), "%s", ref)
+	}
+	req := ociRequest(unsigned.String())
+	req.Verify = &sources.Verification{PublicKeys: [][]byte{pub}, AllowUnsigned: true}
+	_, err := newFetcher(t, sources.Limits{}).Fetch(ctx, req)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(refused.Load()).To(BeEquivalentTo(3))
+	g.Expect(reg.countMatching("/manifests/sha256-")).To(BeNumerically(">=", 3), "%v", reg.served())
 }
