@@ -16,6 +16,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -74,11 +75,26 @@ func startManager(t *testing.T, cfg *rest.Config, scheme *runtime.Scheme, log *w
 	t.Helper()
 	mgrCfg := rest.CopyConfig(cfg)
 	mgrCfg.Wrap(log.wrap)
+	// The seal key, as main.go loads it: the first manager creates the Secret, the second
+	// reads the same key, so the children the first sealed are the second's.
+	direct, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const operatorNamespace = "kaddons-system"
+	if err := direct.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}}); err != nil &&
+		!apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	sealer, err := engine.LoadSealer(context.Background(), direct, operatorNamespace)
+	if err != nil {
+		t.Fatal(err)
+	}
 	mgr, err := ctrl.NewManager(mgrCfg, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  engine.CacheOptions(controllers.Definitions()...),
+		Cache:                  engine.CacheOptions(sealer, controllers.Definitions()...),
 		Client:                 client.Options{Cache: &client.CacheOptions{Unstructured: true}},
 		// The second manager registers the controllers of the first again, in the same
 		// process.
@@ -89,7 +105,7 @@ func startManager(t *testing.T, cfg *rest.Config, scheme *runtime.Scheme, log *w
 	}
 	source := channels.NewSource(filepath.Join("..", "..", "channels"), "")
 	if err := controllers.SetupWithManager(mgr, engine.Options{Source: source,
-		Settings: engine.NewSettingsStore(engine.Settings{})}); err != nil {
+		Settings: engine.NewSettingsStore(engine.Settings{}), Sealer: sealer}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
