@@ -351,21 +351,12 @@ func (a *applier) handedOver(ctx context.Context, req applyRequest) (ownership, 
 		cached := &unstructured.Unstructured{}
 		cached.SetGroupVersionKind(ref.GroupVersionKind())
 		err := a.cache.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, cached)
+		lookUp := false
 		switch {
 		case err == nil && unsealed(cached) && !inventoried.has(ref):
 			// It carries kaddons' labels, but kaddons did not write it: another tool's, as
 			// if unlabelled. spec.adopt may take it over; nothing else writes it.
-			found, err := a.uncached(ctx, req, ref, &own)
-			switch {
-			case err != nil:
-				return own, err
-			case found == foundUnmanaged:
-				unmanaged = append(unmanaged, ref)
-				continue
-			case found == foundExternal:
-				continue
-			}
-			exists = found == foundOurs
+			lookUp = true
 		case err == nil:
 			exists = true
 			if owner := ownerOf(cached.GetLabels()); owner != "" && owner != req.ownerKey() {
@@ -387,6 +378,9 @@ func (a *applier) handedOver(ctx context.Context, req applyRequest) (ownership, 
 			own.absent[ref] = true
 		default:
 			// A Namespace, or an object spec.adopt may take over: does it exist?
+			lookUp = true
+		}
+		if lookUp {
 			found, err := a.uncached(ctx, req, ref, &own)
 			switch {
 			case err != nil:
