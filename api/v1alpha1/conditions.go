@@ -83,7 +83,9 @@ const (
 	// spec changes.
 	ReasonInventoryTooLarge = "InventoryTooLarge"
 	// ReasonObjectTooLarge means the API server or etcd refused a rendered object as too
-	// large (413 RequestEntityTooLarge, "request is too large"). The message names it.
+	// large (413 RequestEntityTooLarge, "request is too large", an object over 1 MiB or its
+	// annotations over 256 KiB, more than the 2 MiB the API server sends etcd). The message
+	// names it.
 	ReasonObjectTooLarge = "ObjectTooLarge"
 	// ReasonNotPermitted means no AddonPolicy permits the add-on in its namespace, at its
 	// version or channel, or with its patches. The message names the rule it broke.

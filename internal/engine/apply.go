@@ -808,7 +808,10 @@ func (e *objectTooLargeError) Unwrap() error { return e.err }
 // API server's 413, etcd's "request is too large" (a 500), or a validation error on the
 // total size of an object's data (a ConfigMap or Secret over 1 MiB).
 func tooLarge(err error) bool {
-	if apierrors.IsRequestEntityTooLargeError(err) || strings.Contains(err.Error(), "request is too large") {
+	if apierrors.IsRequestEntityTooLargeError(err) || strings.Contains(err.Error(), "request is too large") ||
+		// The API server's etcd client refuses to send more than 2 MiB (gRPC's
+		// ResourceExhausted), which the API server answers with a 500.
+		strings.Contains(err.Error(), "trying to send message larger than max") {
 		return true
 	}
 	var apiStatus apierrors.APIStatus
@@ -816,8 +819,9 @@ func tooLarge(err error) bool {
 		return false
 	}
 	for _, c := range apiStatus.Status().Details.Causes {
-		// The whole object's size is reported on the empty path ("[]" once formatted).
-		if c.Type == metav1.CauseType(field.ErrorTypeTooLong) && (c.Field == "" || c.Field == "[]") {
+		// The whole object's size is reported on the empty path ("[]" once formatted); the
+		// 256 KiB cap on all of an object's annotations on metadata.annotations.
+		if c.Type == metav1.CauseType(field.ErrorTypeTooLong) && (c.Field == "" || c.Field == "[]" || c.Field == "metadata.annotations") {
 			return true
 		}
 	}

@@ -250,6 +250,10 @@ func TestObjectTooLarge(t *testing.T) {
 		{name: "etcd's limit", err: apierrors.NewInternalError(errors.New("etcdserver: request is too large")), want: true},
 		{name: "a ConfigMap over 1 MiB", err: apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, "huge",
 			field.ErrorList{field.TooLong(field.NewPath(""), "", 1048576)}), want: true},
+		{name: "the 2 MiB the API server sends etcd", err: apierrors.NewInternalError(errors.New(
+			"rpc error: code = ResourceExhausted desc = trying to send message larger than max (2097540 vs. 2097152)")), want: true},
+		{name: "annotations over 256 KiB", err: apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, "huge",
+			field.ErrorList{field.TooLong(field.NewPath("metadata", "annotations"), "", 262144)}), want: true},
 		{name: "a name too long is another error", err: apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, "huge",
 			field.ErrorList{field.TooLong(field.NewPath("metadata", "name"), "", 253)})},
 		{name: "a conflict", err: apierrors.NewConflict(gr, "huge", errors.New("changed"))},

@@ -208,17 +208,16 @@ func TestObjectsAtTheAPIServersSizeLimits(t *testing.T) {
 		{name: "a ConfigMap over 1 MiB", version: "configmap-1536k", object: configMapOf("big", 1536<<10, 0),
 			reason: addonsv1alpha1.ReasonObjectTooLarge, stalled: true},
 		{name: "annotations over 256 KiB", version: "annotations-300k", object: configMapOf("annotated", 10, 300<<10),
-			reason: addonsv1alpha1.ReasonApplyFailed},
+			reason: addonsv1alpha1.ReasonObjectTooLarge, stalled: true},
 		{name: "a CRD over 256 KiB", version: "crd-300k", object: crdOf("Medium", 300<<10),
 			reason: addonsv1alpha1.ReasonReconciled},
 		{name: "a CRD over etcd's 1.5 MiB request limit", version: "crd-1536k", object: crdOf("Large", 1536<<10),
 			reason: addonsv1alpha1.ReasonObjectTooLarge, stalled: true},
 		// The API server refuses to send etcd more than 2 MiB (a gRPC limit of its client:
-		// "trying to send message larger than max"), with a 500 that the engine does not
-		// recognise as a size refusal: ApplyFailed, retried with back-off, where the 1.5 MiB
-		// case above stalls with ObjectTooLarge. This row records what happens today.
+		// "trying to send message larger than max"), with a 500: a package error all the
+		// same, which no retry mends.
 		{name: "a CRD over the API server's 2 MiB limit on what it sends etcd", version: "crd-2m", object: crdOf("Huge", 2<<20),
-			reason: addonsv1alpha1.ReasonApplyFailed},
+			reason: addonsv1alpha1.ReasonObjectTooLarge, stalled: true},
 		{name: "a ConfigMap just under 1 MiB", version: "configmap-1000000", object: configMapOf("almost", 1000000-4, 0),
 			reason: addonsv1alpha1.ReasonReconciled},
 	} {
