@@ -64,7 +64,6 @@ func TestForgedLabelsCostNoMemoryAndWakeNothing(t *testing.T) {
 			Data: map[string]string{"data": payload}}
 		g.Expect(asEditor.Create(ctx, cm)).To(Succeed())
 	}
-	payload = ""
 	// The cache has seen every one of them, as a stub.
 	g.Eventually(func(g Gomega) {
 		for i := range forgedConfigMaps {

@@ -123,7 +123,8 @@ func (r *OperatorConfigReconciler) ensureDefault(ctx context.Context) error {
 			return false, nil
 		})
 	if err != nil && ctx.Err() == nil {
-		log.FromContext(ctx).Error(err, "Could not create the OperatorConfig default: the admission policy on the default ServiceAccount admits every add-on until it exists")
+		log.FromContext(ctx).Error(err, "Could not create the OperatorConfig default: "+
+			"the admission policy on the default ServiceAccount admits every add-on until it exists")
 	}
 	return nil
 }

@@ -346,52 +346,15 @@ func (a *applier) handedOver(ctx context.Context, req applyRequest) (ownership, 
 	inventoried := newObjectSet(unionObjects(req.previous, req.pending))
 	for _, u := range req.objects {
 		ref := refOf(u)
-		mode := u.GetAnnotations()[addonsv1alpha1.AnnotationMode]
-		exists := false
-		cached := &unstructured.Unstructured{}
-		cached.SetGroupVersionKind(ref.GroupVersionKind())
-		err := a.cache.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, cached)
-		lookUp := false
+		exists, mode, found, err := a.findOut(ctx, req, u, inventoried, &own)
 		switch {
-		case err == nil && unsealed(cached) && !inventoried.has(ref):
-			// It carries kaddons' labels, but kaddons did not write it: another tool's, as
-			// if unlabelled. spec.adopt may take it over; nothing else writes it.
-			lookUp = true
-		case err == nil:
-			exists = true
-			if owner := ownerOf(cached.GetLabels()); owner != "" && owner != req.ownerKey() {
-				return own, &conflictError{ref: ref, owner: owner}
-			}
-			own.live[ref] = liveInfo{exists: true, resourceVersion: cached.GetResourceVersion(), generation: cached.GetGeneration()}
-			if m, ok := cached.GetAnnotations()[addonsv1alpha1.AnnotationMode]; ok {
-				mode = m
-			}
-		case meta.IsNoMatchError(err):
-			// A kind the package's own CRD defines is not served yet: nothing exists.
-		case !apierrors.IsNotFound(err):
-			return own, &writeError{err: fmt.Errorf("reading %s: %w", ref, err)}
-		case !req.adopt && (ref.Group != "" || ref.Kind != kindNamespace):
-			// Not cached: kaddons did not create it, it does not exist, or (when the
-			// inventory lists it) it was deleted out of band and perhaps created again by
-			// another tool since. The create-only apply finds out without a request of its
-			// own, and never takes over what another tool created.
-			own.absent[ref] = true
-		default:
-			// A Namespace, or an object spec.adopt may take over: does it exist?
-			lookUp = true
-		}
-		if lookUp {
-			found, err := a.uncached(ctx, req, ref, &own)
-			switch {
-			case err != nil:
-				return own, err
-			case found == foundUnmanaged:
-				unmanaged = append(unmanaged, ref)
-				continue
-			case found == foundExternal:
-				continue
-			}
-			exists = found == foundOurs
+		case err != nil:
+			return own, err
+		case found == foundUnmanaged:
+			unmanaged = append(unmanaged, ref)
+			continue
+		case found == foundExternal:
+			continue
 		}
 		switch mode {
 		case "":
@@ -407,6 +370,55 @@ func (a *applier) handedOver(ctx context.Context, req applyRequest) (ownership, 
 		return own, &adoptionError{refs: unmanaged}
 	}
 	return own, nil
+}
+
+// findOut decides about one rendered object u, as handedOver describes: whether it exists
+// and is the add-on's own, the mode it is managed with, and, when it was looked up past
+// the cache, what uncached found (foundUnmanaged and foundExternal leave it out).
+func (a *applier) findOut(ctx context.Context, req applyRequest, u *unstructured.Unstructured, inventoried objectSet,
+	own *ownership) (exists bool, mode string, found int, err error) {
+	ref := refOf(u)
+	mode = u.GetAnnotations()[addonsv1alpha1.AnnotationMode]
+	cached := &unstructured.Unstructured{}
+	cached.SetGroupVersionKind(ref.GroupVersionKind())
+	err = a.cache.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, cached)
+	lookUp := false
+	switch {
+	case err == nil && unsealed(cached) && !inventoried.has(ref):
+		// It carries kaddons' labels, but kaddons did not write it: another tool's, as
+		// if unlabelled. spec.adopt may take it over; nothing else writes it.
+		lookUp = true
+	case err == nil:
+		exists = true
+		if owner := ownerOf(cached.GetLabels()); owner != "" && owner != req.ownerKey() {
+			return false, mode, 0, &conflictError{ref: ref, owner: owner}
+		}
+		own.live[ref] = liveInfo{exists: true, resourceVersion: cached.GetResourceVersion(), generation: cached.GetGeneration()}
+		if m, ok := cached.GetAnnotations()[addonsv1alpha1.AnnotationMode]; ok {
+			mode = m
+		}
+	case meta.IsNoMatchError(err):
+		// A kind the package's own CRD defines is not served yet: nothing exists.
+	case !apierrors.IsNotFound(err):
+		return false, mode, 0, &writeError{err: fmt.Errorf("reading %s: %w", ref, err)}
+	case !req.adopt && (ref.Group != "" || ref.Kind != kindNamespace):
+		// Not cached: kaddons did not create it, it does not exist, or (when the
+		// inventory lists it) it was deleted out of band and perhaps created again by
+		// another tool since. The create-only apply finds out without a request of its
+		// own, and never takes over what another tool created.
+		own.absent[ref] = true
+	default:
+		// A Namespace, or an object spec.adopt may take over: does it exist?
+		lookUp = true
+	}
+	if lookUp {
+		found, err := a.uncached(ctx, req, ref, own)
+		if err != nil || found == foundUnmanaged || found == foundExternal {
+			return false, mode, found, err
+		}
+		exists = found == foundOurs
+	}
+	return exists, mode, foundNothing, nil
 }
 
 // Answers of uncached about an object that neither the cache nor the inventory knows.

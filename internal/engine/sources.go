@@ -72,15 +72,15 @@ func TrustOf(src *addonsv1alpha1.AddonSource, namespace string) SourceTrust {
 }
 
 // sourceIdentity decides whom an add-on in a trusted namespace is applied as when its
-// packages come from source and it names no ServiceAccount of its own (needIdentity):
+// packages come from the AddonSource artifact and it names no ServiceAccount of its own (needIdentity):
 // the source's ServiceAccount, or the operator when the source says so. It returns a
 // refusal message when the source is not pinned, or names no identity when one is needed.
-func sourceIdentity(source SourceArtifact, addon addonsv1alpha1.Addon, needIdentity bool) (sa types.NamespacedName, refusal string) {
-	switch t := source.Trust; {
+func sourceIdentity(artifact SourceArtifact, addon addonsv1alpha1.Addon, needIdentity bool) (sa types.NamespacedName, refusal string) {
+	switch t := artifact.Trust; {
 	case !t.Pinned:
 		return sa, fmt.Sprintf("AddonSource %s is used by an add-on in trusted namespace %s, so what it serves must be "+
 			"pinned by digest or verified by signature: set spec.oci.digest (or a url @sha256:), spec.oci.verify with "+
-			"required signatures, or spec.git.ref.commit", source.Name, addon.GetNamespace())
+			"required signatures, or spec.git.ref.commit", artifact.Name, addon.GetNamespace())
 	case !needIdentity:
 		return sa, ""
 	case t.ServiceAccount.Name != "":
@@ -90,7 +90,7 @@ func sourceIdentity(source SourceArtifact, addon addonsv1alpha1.Addon, needIdent
 	}
 	return sa, fmt.Sprintf("AddonSource %s names no identity to apply its packages as for add-ons in trusted namespace %s: "+
 		"set its spec.serviceAccountName (a ServiceAccount of the operator's namespace) or, for a source as trusted as "+
-		"the operator's own image, spec.applyAsOperator", source.Name, addon.GetNamespace())
+		"the operator's own image, spec.applyAsOperator", artifact.Name, addon.GetNamespace())
 }
 
 // SourceRegistry holds the current artifact of every AddonSource. The AddonSource

@@ -338,8 +338,15 @@ const (
 	algoSHA1   = "sha1"
 )
 
-// schemeHTTPS is the URL scheme of TLS.
-const schemeHTTPS = "https"
+// URL schemes and git protocols the fetcher tells apart.
+const (
+	// schemeHTTPS is the URL scheme of TLS.
+	schemeHTTPS = "https"
+	// schemeHTTP is plain HTTP, only to loopback with insecure and insecureLoopback.
+	schemeHTTP = "http"
+	// schemeSSH is git over SSH.
+	schemeSSH = "ssh"
+)
 
 // cutDigest splits "sha256:<hex>" and checks it.
 func cutDigest(d string) (algorithm, hex string, err error) {

@@ -168,7 +168,8 @@ func validate(req Request) error {
 	if req.Kind != KindDirectory {
 		if redacted := redactURL(req.URL); redacted != req.URL {
 			return errorf(ReasonInvalidSource, nil,
-				"%s carries credentials in the URL; put them in the Secret the source's secretRef names (username and password), the URL ends up in statuses, events and logs",
+				"%s carries credentials in the URL; put them in the Secret the source's secretRef names "+
+					"(username and password), the URL ends up in statuses, events and logs",
 				redacted)
 		}
 	}
@@ -210,8 +211,9 @@ func validateHTTPS(req Request) error {
 	if err != nil || u.Host == "" {
 		return errorf(ReasonInvalidSource, nil, "%q is not a URL", req.URL)
 	}
-	if u.Scheme != schemeHTTPS && (u.Scheme != "http" || !plainHTTPAllowed(req.Auth, u.Host)) {
-		return errorf(ReasonInvalidSource, nil, "%q: an https source must use https (plain http only to a loopback address, with insecure and insecureLoopback set)", req.URL)
+	if u.Scheme != schemeHTTPS && (u.Scheme != schemeHTTP || !plainHTTPAllowed(req.Auth, u.Host)) {
+		return errorf(ReasonInvalidSource, nil,
+			"%q: an https source must use https (plain http only to a loopback address, with insecure and insecureLoopback set)", req.URL)
 	}
 	return nil
 }
@@ -253,7 +255,7 @@ func urlCredentials(s string) (prefix, userinfo, rest string) {
 		return s, "", ""
 	}
 	scheme := strings.ToLower(strings.TrimSuffix(prefix, "://"))
-	if scheme != "http" && scheme != schemeHTTPS && !strings.Contains(authority[:at], ":") {
+	if scheme != schemeHTTP && scheme != schemeHTTPS && !strings.Contains(authority[:at], ":") {
 		return s, "", ""
 	}
 	return prefix, authority[:at], after[at:]

@@ -44,8 +44,8 @@ func (f *fetcher) fetchGit(ctx context.Context, req Request, id string) (*Artifa
 		return nil, errorf(ReasonInvalidSource, nil, "%q is not a git URL", shown)
 	}
 	switch {
-	case ep.Protocol == schemeHTTPS, ep.Protocol == "ssh":
-	case ep.Protocol == "http" && plainHTTPAllowed(req.Auth, ep.Host):
+	case ep.Protocol == schemeHTTPS, ep.Protocol == schemeSSH:
+	case ep.Protocol == schemeHTTP && plainHTTPAllowed(req.Auth, ep.Host):
 	default:
 		return nil, errorf(ReasonInvalidSource, nil,
 			"git URL %q: use https or ssh (plain http only to a loopback address, with insecure and insecureLoopback set)", shown)
@@ -107,7 +107,7 @@ func newGitSession(req Request, ep *transport.Endpoint, auth transport.AuthMetho
 	s := &gitSession{req: req, shown: redactURL(req.URL), auth: auth, policy: addressPolicy{allowLoopback: req.Auth.InsecureLoopback},
 		read:   newByteBudget(maxBytes, refused("the git server sent more than %d bytes, the cap of a git fetch", maxBytes)),
 		stored: newByteBudget(maxBytes, refused("the git objects fetched are more than %d bytes, the cap of a git fetch", maxBytes))}
-	if ep.Protocol == "ssh" {
+	if ep.Protocol == schemeSSH {
 		s.proxy = sshProxyOptions(s.policy)
 	}
 	return s
@@ -384,7 +384,7 @@ func highestTag(hashes map[plumbing.ReferenceName]plumbing.Hash, constraint *sem
 // gitAuth returns the credentials of a git request: a key with known_hosts for ssh (the
 // host key is always checked), basic auth (a token in Password) for https.
 func gitAuth(a Auth, ep *transport.Endpoint, work string) (transport.AuthMethod, error) {
-	if ep.Protocol == "ssh" {
+	if ep.Protocol == schemeSSH {
 		if len(a.SSHPrivateKey) == 0 {
 			return nil, errorf(ReasonInvalidSource, nil, "an ssh git URL needs a private key")
 		}

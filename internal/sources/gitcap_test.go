@@ -19,8 +19,8 @@ import (
 )
 
 // commitBlob commits size random (incompressible) bytes as name at the top of the
-// repository, pushes, and returns the commit.
-func (s *gitServer) commitBlob(t *testing.T, name string, size int) string {
+// repository and pushes.
+func (s *gitServer) commitBlob(t *testing.T, name string, size int) {
 	t.Helper()
 	data := make([]byte, size)
 	if _, err := rand.Read(data); err != nil {
@@ -32,7 +32,6 @@ func (s *gitServer) commitBlob(t *testing.T, name string, size int) string {
 	gitOutput(t, s.work, "add", "-A")
 	gitOutput(t, s.work, "commit", "-q", "-m", name)
 	gitOutput(t, s.work, "push", "-q", "origin", "main")
-	return gitOutput(t, s.work, "rev-parse", "HEAD")
 }
 
 // TestGitTransferCap: a git fetch reads at most Limits.MaxTransferBytes from the server,

@@ -58,7 +58,11 @@ func mustPrefixes(list ...string) []netip.Prefix {
 // loopbackRange is refused unless the request allows it (Auth.InsecureLoopback): with the
 // manager on the host network it is the node's own loopback, where the kubelet, etcd and
 // other node-local services listen.
-var loopbackRange = &addressRange{name: "loopback", prefixes: mustPrefixes("127.0.0.0/8", "::1/128")}
+// loopbackName names the loopback range in messages, and the SSH guard's host that
+// allows it.
+const loopbackName = "loopback"
+
+var loopbackRange = &addressRange{name: loopbackName, prefixes: mustPrefixes("127.0.0.0/8", "::1/128")}
 
 // refusedRanges are never connected to, whatever the request says. The first that holds
 // an address names it in the error, so the specific ranges come before the broad ones.
@@ -236,7 +240,7 @@ func guardTransport(t *http.Transport, policyOf func(context.Context) (addressPo
 func proxyAddr(u *url.URL) string {
 	port := u.Port()
 	if port == "" {
-		port = map[string]string{"http": "80", "https": "443", "socks5": "1080", "socks5h": "1080"}[u.Scheme]
+		port = map[string]string{schemeHTTP: "80", schemeHTTPS: "443", "socks5": "1080", "socks5h": "1080"}[u.Scheme]
 	}
 	return net.JoinHostPort(u.Hostname(), port)
 }
@@ -322,7 +326,7 @@ const sshGuardScheme = "kaddons-address-filter"
 func sshProxyOptions(p addressPolicy) gittransport.ProxyOptions {
 	host := "default"
 	if p.allowLoopback {
-		host = "loopback"
+		host = loopbackName
 	}
 	return gittransport.ProxyOptions{URL: sshGuardScheme + "://" + host}
 }
@@ -340,10 +344,10 @@ func (g sshGuard) DialContext(ctx context.Context, network, addr string) (net.Co
 
 func init() {
 	c := githttp.NewClient(&http.Client{Transport: gitTransport, CheckRedirect: checkGitRedirect})
-	gitclient.InstallProtocol("http", c)
-	gitclient.InstallProtocol("https", c)
+	gitclient.InstallProtocol(schemeHTTP, c)
+	gitclient.InstallProtocol(schemeHTTPS, c)
 	proxy.RegisterDialerType(sshGuardScheme, func(u *url.URL, _ proxy.Dialer) (proxy.Dialer, error) {
-		return sshGuard{policy: addressPolicy{allowLoopback: u.Host == "loopback"}}, nil
+		return sshGuard{policy: addressPolicy{allowLoopback: u.Host == loopbackName}}, nil
 	})
 }
 
