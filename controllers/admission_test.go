@@ -122,6 +122,33 @@ func powerfulAccount(t *testing.T, ns, name string) {
 	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), crb) })
 }
 
+// deputyNamespace makes the confused deputy's namespace: alice, who may edit CoreDNS
+// add-ons and view the namespace, and deployer, bound to cluster-admin. It returns the
+// namespace and alice's user name.
+func deputyNamespace(t *testing.T) (ns, alice string) {
+	t.Helper()
+	ns = newNamespace(t)
+	addonAuthor(t, ns, "alice")
+	powerfulAccount(t, ns, "deployer")
+	return ns, "system:serviceaccount:" + ns + ":alice"
+}
+
+// refusedCreate creates cr through c until the API server refuses it, and returns the
+// refusal: the admission policies may take a moment to be in force after they are
+// created or their params change. A create that is admitted meanwhile is deleted again.
+func refusedCreate(t *testing.T, c client.Client, cr *addonsv1alpha1.CoreDNS) error {
+	t.Helper()
+	var err error
+	NewWithT(t).Eventually(func() error {
+		err = c.Create(context.Background(), cr.DeepCopy())
+		if err == nil {
+			_ = k8sClient.Delete(context.Background(), cr)
+		}
+		return err
+	}).WithTimeout(eventuallyTimeout).WithPolling(pollInterval).Should(HaveOccurred())
+	return err
+}
+
 // escalatingCoreDNS is the confused deputy's add-on: applied as serviceAccount, with a
 // patch that binds user to cluster-admin through CoreDNS's ClusterRoleBinding.
 func escalatingCoreDNS(ns, serviceAccount, user string) *addonsv1alpha1.CoreDNS {
@@ -155,10 +182,7 @@ func TestAddonNamesOnlyAServiceAccountItsAuthorCouldActAs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			ctx := context.Background()
-			ns := newNamespace(t)
-			addonAuthor(t, ns, "alice")
-			powerfulAccount(t, ns, "deployer")
-			alice := "system:serviceaccount:" + ns + ":alice"
+			ns, alice := deputyNamespace(t)
 			if tc.grant != nil {
 				grantRole(t, ns, "alice-extra", "alice", *tc.grant)
 			}
@@ -169,14 +193,7 @@ func TestAddonNamesOnlyAServiceAccountItsAuthorCouldActAs(t *testing.T) {
 				g.Expect(asAlice.Create(ctx, cr)).To(Succeed())
 				return
 			}
-			var err error
-			g.Eventually(func() error {
-				err = asAlice.Create(ctx, cr.DeepCopy())
-				if err == nil {
-					_ = k8sClient.Delete(ctx, cr)
-				}
-				return err
-			}).WithTimeout(eventuallyTimeout).WithPolling(pollInterval).Should(HaveOccurred())
+			err := refusedCreate(t, asAlice, cr)
 			g.Expect(apierrors.IsForbidden(err) || apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
 			g.Expect(err.Error()).To(ContainSubstring("kaddons-serviceaccount-policy"))
 			g.Expect(err.Error()).To(ContainSubstring("may not act as ServiceAccount " + ns + "/deployer"))
@@ -210,25 +227,14 @@ func TestDefaultServiceAccountNeedsTheSameRight(t *testing.T) {
 	installAdmissionPolicies(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
-	addonAuthor(t, ns, "alice")
-	powerfulAccount(t, ns, "deployer")
-	alice := "system:serviceaccount:" + ns + ":alice"
+	ns, alice := deputyNamespace(t)
 	oc := setOperatorConfig(t, configv1alpha1.OperatorConfigSpec{TrustedNamespaces: []string{metav1.NamespaceSystem, policyNamespace},
 		DefaultServiceAccountName: "deployer"})
 	t.Cleanup(func() { deleteOperatorConfig(t) })
 	waitOperatorConfig(t, oc, configv1alpha1.ReasonApplied)
 
 	asAlice := clientAs(t, ns, "alice")
-	var err error
-	g.Eventually(func() error {
-		cr := escalatingCoreDNS(ns, "", alice)
-		err = asAlice.Create(ctx, cr)
-		if err == nil {
-			_ = k8sClient.Delete(ctx, cr)
-		}
-		return err
-	}).WithTimeout(eventuallyTimeout).WithPolling(pollInterval).Should(HaveOccurred())
+	err := refusedCreate(t, asAlice, escalatingCoreDNS(ns, "", alice))
 	g.Expect(err.Error()).To(ContainSubstring("kaddons-default-serviceaccount-policy"))
 	g.Expect(err.Error()).To(ContainSubstring("may not act as ServiceAccount " + ns + "/deployer"))
 	g.Expect(allowedPowers(g, alice, ns)).NotTo(ContainElement(true), "alice gained a power")
