@@ -54,6 +54,7 @@ const (
 var installKinds = map[string]bool{
 	"Namespace": true, "CustomResourceDefinition": true, "ServiceAccount": true,
 	"Role": true, "ClusterRole": true, "RoleBinding": true, "ClusterRoleBinding": true,
+	"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true,
 }
 
 var (
