@@ -2,9 +2,7 @@ package sources_test
 
 import (
 	"context"
-	"crypto/ed25519"
 	"crypto/rand"
-	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,7 +10,6 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
-	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/kaddons/kaddons/internal/sources"
@@ -126,21 +123,10 @@ func TestGitTransferCapOverSSH(t *testing.T) {
 	srv := newGitServer(t)
 	srv.commit(t, "one")
 	srv.commitBlob(t, "blob.bin", 1<<20)
-	clientPub, clientPriv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, err := ssh.MarshalPrivateKey(clientPriv, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sshClientPub, err := ssh.NewPublicKey(clientPub)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sshClientPub, clientKey := sshClientKey(t)
 	addr, hostKey := sshGitServer(t, filepath.Dir(srv.bare), sshClientPub)
 	req := sources.Request{Kind: sources.KindGit, URL: "ssh://git@" + addr + "/repo.git", Git: sources.GitRef{Branch: "main"},
-		Path: "channels", Auth: sources.Auth{SSHPrivateKey: pem.EncodeToMemory(block), InsecureLoopback: true,
+		Path: "channels", Auth: sources.Auth{SSHPrivateKey: clientKey, InsecureLoopback: true,
 			KnownHosts: []byte(knownhosts.Line([]string{knownhosts.Normalize(addr)}, hostKey) + "\n")}}
 
 	g := NewWithT(t)

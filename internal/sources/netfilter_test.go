@@ -28,18 +28,7 @@ func TestLoopbackRefusedWithoutInsecureLoopback(t *testing.T) {
 	reg := newRegistry(t)
 	pushBundle(t, reg, writeTree(t, "one"), "bundles/demo:v1", publish.BuildOptions{})
 
-	clientPub, clientPriv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, err := ssh.MarshalPrivateKey(clientPriv, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sshClientPub, err := ssh.NewPublicKey(clientPub)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sshClientPub, clientKey := sshClientKey(t)
 	sshAddr, hostKey := sshGitServer(t, filepath.Dir(gitSrv.bare), sshClientPub)
 
 	ociTLS := ociRequest(reg.host() + "/bundles/demo:v1")
@@ -53,7 +42,7 @@ func TestLoopbackRefusedWithoutInsecureLoopback(t *testing.T) {
 		{name: "git over https", req: gitSrv.request(sources.GitRef{Branch: "main"})},
 		{name: "git over https, a commit", req: gitSrv.request(sources.GitRef{Commit: strings.Repeat("a", 40)})},
 		{name: "git over ssh", req: sources.Request{Kind: sources.KindGit, URL: "ssh://git@" + sshAddr + "/repo.git",
-			Git: sources.GitRef{Branch: "main"}, Path: "channels", Auth: sources.Auth{SSHPrivateKey: pem.EncodeToMemory(block),
+			Git: sources.GitRef{Branch: "main"}, Path: "channels", Auth: sources.Auth{SSHPrivateKey: clientKey,
 				KnownHosts: []byte(knownhosts.Line([]string{knownhosts.Normalize(sshAddr)}, hostKey) + "\n")}}},
 		{name: "oci", req: ociTLS},
 	}

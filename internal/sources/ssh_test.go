@@ -99,9 +99,10 @@ func serveSSH(conn net.Conn, cfg *ssh.ServerConfig, root string) {
 	}
 }
 
-func TestGitSSH(t *testing.T) {
-	srv := newGitServer(t)
-	srv.commit(t, "one")
+// sshClientKey returns a new ed25519 client key: its public key, for the server's
+// authorized keys, and its private key in PEM, as a source's Secret holds it.
+func sshClientKey(t *testing.T) (ssh.PublicKey, []byte) {
+	t.Helper()
 	clientPub, clientPriv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -110,10 +111,17 @@ func TestGitSSH(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sshClientPub, err := ssh.NewPublicKey(clientPub)
+	pub, err := ssh.NewPublicKey(clientPub)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return pub, pem.EncodeToMemory(block)
+}
+
+func TestGitSSH(t *testing.T) {
+	srv := newGitServer(t)
+	srv.commit(t, "one")
+	sshClientPub, clientKey := sshClientKey(t)
 	addr, hostKey := sshGitServer(t, filepath.Dir(srv.bare), sshClientPub)
 	_, otherHostPriv, _ := ed25519.GenerateKey(rand.Reader)
 	otherSigner, _ := ssh.NewSignerFromKey(otherHostPriv)
@@ -136,7 +144,7 @@ func TestGitSSH(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			req := sources.Request{Kind: sources.KindGit, URL: url, Git: sources.GitRef{Branch: "main"}, Path: "channels",
-				Auth: sources.Auth{SSHPrivateKey: pem.EncodeToMemory(block), KnownHosts: tc.knownHosts, InsecureLoopback: true}}
+				Auth: sources.Auth{SSHPrivateKey: clientKey, KnownHosts: tc.knownHosts, InsecureLoopback: true}}
 			a, err := newFetcher(t, sources.Limits{}).Fetch(context.Background(), req)
 			if tc.wantReason != "" {
 				g.Expect(sources.ReasonOf(err)).To(Equal(tc.wantReason), "%v", err)
