@@ -194,6 +194,7 @@ func diffObject(ctx context.Context, c client.Client, ra renderedAddon, liveOwne
 		if err := removeExcluded(ra, desired); err != nil {
 			return "", err
 		}
+		keepSeal(desired, live)
 	}
 	if liveOwner != nil && desired.GetNamespace() != "" && desired.GetNamespace() == liveOwner.GetNamespace() {
 		desired.SetOwnerReferences(ownerReferences(ra, liveOwner))
@@ -287,6 +288,22 @@ func removeExcluded(ra renderedAddon, u *unstructured.Unstructured) error {
 		}
 	}
 	return nil
+}
+
+// keepSeal copies the live object's seal onto desired. The operator seals every object it
+// applies with a key only it reads; the seal depends on the object's kind, namespace, name
+// and owning add-on, none of which a diff changes, so the operator's apply keeps it as it is.
+func keepSeal(desired, live *unstructured.Unstructured) {
+	seal, ok := live.GetAnnotations()[engine.AnnotationSeal]
+	if !ok {
+		return
+	}
+	ann := desired.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[engine.AnnotationSeal] = seal
+	desired.SetAnnotations(ann)
 }
 
 // parsePointer splits an RFC 6901 JSON pointer into its unescaped tokens.

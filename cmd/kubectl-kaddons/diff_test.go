@@ -101,7 +101,8 @@ func coreDNSInput(namespace, spec string) string {
 }
 
 // applyRendered server-side applies what render prints for input, as the operator does
-// (field manager kaddons, forced), and removes the cluster-scoped objects after t.
+// (field manager kaddons, forced, with a seal annotation of its own), and removes the
+// cluster-scoped objects after t.
 func applyRendered(t *testing.T, input string) {
 	t.Helper()
 	ctx := context.Background()
@@ -111,6 +112,12 @@ func applyRendered(t *testing.T, input string) {
 	}
 	for _, obj := range decodeAll(t, out) {
 		u := &unstructured.Unstructured{Object: obj}
+		ann := u.GetAnnotations()
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		ann[engine.AnnotationSeal] = "sealed-by-the-operator"
+		u.SetAnnotations(ann)
 		if err := testClient.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(engine.FieldManager),
 			client.ForceOwnership); err != nil {
 			t.Fatalf("applying %s: %v", describe(u), err)
