@@ -45,6 +45,7 @@ import (
 	"github.com/kaddons/kaddons/internal/channels"
 	"github.com/kaddons/kaddons/internal/config"
 	"github.com/kaddons/kaddons/internal/engine"
+	"github.com/kaddons/kaddons/internal/engine/ssa"
 	"github.com/kaddons/kaddons/internal/sources"
 	"github.com/kaddons/kaddons/internal/version"
 )
@@ -302,19 +303,19 @@ func applyFlags(cfg *config.Configuration, f flags, set map[string]bool) {
 }
 
 // loadSealer reads, or creates on the first start, the key the engine seals children with
-// (engine.LoadSealer), retrying for a minute while the API server is not answering.
-func loadSealer(restConfig *rest.Config, namespace string) (*engine.Sealer, error) {
+// (ssa.LoadSealer), retrying for a minute while the API server is not answering.
+func loadSealer(restConfig *rest.Config, namespace string) (*ssa.Sealer, error) {
 	c, err := client.New(restConfig, client.Options{Scheme: scheme})
 	if err != nil {
 		return nil, fmt.Errorf("creating a client for the seal key: %w", err)
 	}
 	var (
-		sealer  *engine.Sealer
+		sealer  *ssa.Sealer
 		lastErr error
 	)
 	_ = wait.PollUntilContextTimeout(context.Background(), 2*time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
-		sealer, lastErr = engine.LoadSealer(ctx, c, namespace)
-		if errors.Is(lastErr, engine.ErrSealKeyNotStored) {
+		sealer, lastErr = ssa.LoadSealer(ctx, c, namespace)
+		if errors.Is(lastErr, ssa.ErrSealKeyNotStored) {
 			setupLog.Info("The seal key is not stored: after a restart, every child is sealed again by one apply",
 				"reason", lastErr.Error())
 			return true, nil

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
-	"github.com/kaddons/kaddons/internal/engine"
+	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
 
 // nodeLocalDNSCorefile returns the Corefile node-local-dns was rendered with in ns.
@@ -117,7 +117,7 @@ func TestDashboardTargetNamespaceCollision(t *testing.T) {
 	for _, r := range first.Status.Inventory.Objects() {
 		live, err := liveObject(r)
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(live.GetLabels()).To(HaveKeyWithValue(engine.LabelNamespace, nsA), "%s", r)
+		g.Expect(live.GetLabels()).To(HaveKeyWithValue(ssa.LabelNamespace, nsA), "%s", r)
 	}
 	events := &corev1.EventList{}
 	g.Eventually(func(g Gomega) {
@@ -145,7 +145,7 @@ func TestDashboardKeepsExistingNamespace(t *testing.T) {
 	}
 	live := &corev1.Namespace{}
 	g.Expect(k8sClient.Get(ctx, types.NamespacedName{Name: existing}, live)).To(Succeed())
-	g.Expect(live.Labels).NotTo(HaveKey(engine.LabelManagedBy))
+	g.Expect(live.Labels).NotTo(HaveKey(ssa.LabelManagedBy))
 
 	g.Expect(k8sClient.Delete(ctx, d)).To(Succeed())
 	expectGone(t, d.Status.Inventory.Objects())

@@ -13,6 +13,7 @@ import (
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/internal/engine"
+	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
 
 // adoptionCase is one add-on of the catalogue whose children another tool installed
@@ -116,11 +117,11 @@ func TestAdoptAnyChildKind(t *testing.T) {
 					g.Expect(live.GetUID()).To(Equal(o.GetUID()), "%s was re-created", refOf(o))
 					if isNamespace(o) {
 						g.Expect(adopted).NotTo(HaveKey(refOf(o).String()), "an existing Namespace is never adopted")
-						g.Expect(live.GetLabels()).NotTo(HaveKey(engine.LabelName))
+						g.Expect(live.GetLabels()).NotTo(HaveKey(ssa.LabelName))
 						g.Expect(live.GetResourceVersion()).To(Equal(o.GetResourceVersion()), "the existing Namespace was written")
 						continue
 					}
-					g.Expect(live.GetLabels()).To(HaveKeyWithValue(engine.LabelName, cr.GetName()), "%s", refOf(o))
+					g.Expect(live.GetLabels()).To(HaveKeyWithValue(ssa.LabelName, cr.GetName()), "%s", refOf(o))
 					a, ok := adopted[refOf(o).String()]
 					g.Expect(ok).To(BeTrue(), "%s is not in status.adopted: %v", refOf(o), cr.GetAddonStatus().Adopted)
 					g.Expect(a.FieldManagers).To(ContainElement("another-tool"), "%s records who managed it", refOf(o))
@@ -145,7 +146,7 @@ func TestAdoptAnyChildKind(t *testing.T) {
 					if policy == addonsv1alpha1.DeletionPolicyOrphan {
 						g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(o), live)).To(Succeed(), "Orphan leaves the adopted %s", refOf(o))
 						g.Expect(live.GetDeletionTimestamp().IsZero()).To(BeTrue(), "Orphan leaves the adopted %s", refOf(o))
-						g.Expect(live.GetLabels()).NotTo(HaveKey(engine.LabelName))
+						g.Expect(live.GetLabels()).NotTo(HaveKey(ssa.LabelName))
 						continue
 					}
 					g.Eventually(func() bool {

@@ -18,6 +18,7 @@ import (
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/internal/engine"
+	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
 
 // preexisting creates, without kaddons' labels and as another field manager, every
@@ -125,7 +126,7 @@ func TestCreateOnlyApplyStopsAtAnExistingObject(t *testing.T) {
 		live := &unstructured.Unstructured{}
 		live.SetGroupVersionKind(ref.GroupVersionKind())
 		g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, live)).To(Succeed())
-		g.Expect(live.GetLabels()).To(HaveKeyWithValue(engine.LabelNamespace, ns), "%s", ref)
+		g.Expect(live.GetLabels()).To(HaveKeyWithValue(ssa.LabelNamespace, ns), "%s", ref)
 	}
 
 	g.Expect(k8sClient.Delete(ctx, cr)).To(Succeed())
@@ -201,7 +202,7 @@ func TestAdoptIfUnmanaged(t *testing.T) {
 				live.SetGroupVersionKind(o.GroupVersionKind())
 				g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(o), live)).To(Succeed())
 				g.Expect(live.GetUID()).To(Equal(o.GetUID()), "adoption keeps the object, it does not re-create it")
-				g.Expect(live.GetLabels()).To(HaveKeyWithValue(engine.LabelName, cr.Name))
+				g.Expect(live.GetLabels()).To(HaveKeyWithValue(ssa.LabelName, cr.Name))
 			}
 			g.Eventually(func() []string {
 				return eventReasons(t, ns, cr.Name)
@@ -217,7 +218,7 @@ func TestAdoptIfUnmanaged(t *testing.T) {
 				err := k8sClient.Get(ctx, client.ObjectKeyFromObject(o), live)
 				if policy == addonsv1alpha1.DeletionPolicyOrphan {
 					g.Expect(err).NotTo(HaveOccurred(), "Orphan leaves the adopted %s %s", o.GetKind(), o.GetName())
-					g.Expect(live.GetLabels()).NotTo(HaveKey(engine.LabelName))
+					g.Expect(live.GetLabels()).NotTo(HaveKey(ssa.LabelName))
 					continue
 				}
 				g.Eventually(func() bool {
@@ -292,7 +293,7 @@ func TestReplicasLeftToAnHPA(t *testing.T) {
 	}).WithTimeout(eventuallyTimeout).Should(Succeed())
 	g.Expect(*deploy.Spec.Replicas).To(Equal(int32(5)), "kaddons reset the replicas the HPA set")
 	for _, m := range deploy.ManagedFields {
-		if m.Manager == engine.FieldManager && m.FieldsV1 != nil {
+		if m.Manager == ssa.FieldManager && m.FieldsV1 != nil {
 			g.Expect(m.FieldsV1.GetRawString()).NotTo(ContainSubstring(`"f:replicas"`), "kaddons still owns spec.replicas")
 		}
 	}

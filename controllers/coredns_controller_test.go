@@ -25,6 +25,7 @@ import (
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/internal/engine"
+	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
 
 const (
@@ -104,16 +105,16 @@ func TestCoreDNSCreate(t *testing.T) {
 	for _, ref := range inventory {
 		live, err := liveObject(ref)
 		g.Expect(err).NotTo(HaveOccurred(), "%s", ref)
-		g.Expect(live.GetLabels()).To(HaveKeyWithValue(engine.LabelManagedBy, engine.ManagedByValue), "%s", ref)
-		g.Expect(live.GetLabels()).To(HaveKeyWithValue(engine.LabelKind, "coredns"), "%s", ref)
-		g.Expect(live.GetLabels()).To(HaveKeyWithValue(engine.LabelNamespace, ns), "%s", ref)
-		g.Expect(live.GetLabels()).To(HaveKeyWithValue(engine.LabelName, "coredns"), "%s", ref)
+		g.Expect(live.GetLabels()).To(HaveKeyWithValue(ssa.LabelManagedBy, ssa.ManagedByValue), "%s", ref)
+		g.Expect(live.GetLabels()).To(HaveKeyWithValue(ssa.LabelKind, "coredns"), "%s", ref)
+		g.Expect(live.GetLabels()).To(HaveKeyWithValue(ssa.LabelNamespace, ns), "%s", ref)
+		g.Expect(live.GetLabels()).To(HaveKeyWithValue(ssa.LabelName, "coredns"), "%s", ref)
 
 		managers := map[string]metav1.ManagedFieldsOperationType{}
 		for _, mf := range live.GetManagedFields() {
 			managers[mf.Manager] = mf.Operation
 		}
-		g.Expect(managers).To(HaveKeyWithValue(engine.FieldManager, metav1.ManagedFieldsOperationApply), "%s", ref)
+		g.Expect(managers).To(HaveKeyWithValue(ssa.FieldManager, metav1.ManagedFieldsOperationApply), "%s", ref)
 
 		if ref.Namespace == "" {
 			g.Expect(live.GetOwnerReferences()).To(BeEmpty(), "cluster-scoped %s cannot have a namespaced owner", ref)

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
-	"github.com/kaddons/kaddons/internal/engine"
+	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
 
 // dashboardCSRFSecret is the Secret the Dashboard fills with its CSRF key at start-up.
@@ -43,7 +43,7 @@ func TestDashboardCSRFSecretIsSetOnce(t *testing.T) {
 	key := types.NamespacedName{Namespace: childNS, Name: dashboardCSRFSecret}
 	secret := &corev1.Secret{}
 	g.Expect(k8sClient.Get(ctx, key, secret)).To(Succeed())
-	g.Expect(secret.Labels).To(HaveKeyWithValue(engine.LabelName, cr.Name), "kaddons created the Secret")
+	g.Expect(secret.Labels).To(HaveKeyWithValue(ssa.LabelName, cr.Name), "kaddons created the Secret")
 	csrf := []byte(strings.Repeat("k", 256))
 
 	// The Dashboard writes its key, which also sets off a reconcile of the add-on.
@@ -70,7 +70,7 @@ func TestDashboardCSRFSecretIsSetOnce(t *testing.T) {
 	g.Expect(k8sClient.Get(ctx, key, secret)).To(Succeed())
 	g.Expect(secret.Data).To(HaveKeyWithValue("csrf", csrf), "kaddons reset the CSRF key")
 	for _, m := range secret.ManagedFields {
-		if m.Manager == engine.FieldManager && m.FieldsV1 != nil {
+		if m.Manager == ssa.FieldManager && m.FieldsV1 != nil {
 			g.Expect(m.FieldsV1.GetRawString()).NotTo(ContainSubstring(`"f:data"`), "kaddons still owns the Secret's data")
 		}
 	}

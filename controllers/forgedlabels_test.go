@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
-	"github.com/kaddons/kaddons/internal/engine"
+	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
 
 // forgedConfigMaps is how many ConfigMaps the attacker of TestForgedLabelsCostNoMemoryAndWakeNothing
@@ -52,15 +52,15 @@ func TestForgedLabelsCostNoMemoryAndWakeNothing(t *testing.T) {
 	tenantAccount(t, ns, "editor")
 	asEditor := clientAs(t, ns, "editor")
 
-	labels := map[string]string{engine.LabelManagedBy: engine.ManagedByValue, engine.LabelKind: "coredns",
-		engine.LabelNamespace: ns, engine.LabelName: cr.Name}
+	labels := map[string]string{ssa.LabelManagedBy: ssa.ManagedByValue, ssa.LabelKind: "coredns",
+		ssa.LabelNamespace: ns, ssa.LabelName: cr.Name}
 	series := map[string]string{"kind": "CoreDNS", "namespace": ns, "name": cr.Name}
 	reconciles := metricValue(t, "kaddons_addon_reconciles_total", series)
 	before := heapInUse()
 	payload := strings.Repeat("x", forgedBytes)
 	for i := range forgedConfigMaps {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("forged-%02d", i), Labels: labels,
-			Annotations: map[string]string{engine.AnnotationSeal: "0123456789abcdef0123456789abcdef"}},
+			Annotations: map[string]string{ssa.AnnotationSeal: "0123456789abcdef0123456789abcdef"}},
 			Data: map[string]string{"data": payload}}
 		g.Expect(asEditor.Create(ctx, cm)).To(Succeed())
 	}
@@ -70,7 +70,7 @@ func TestForgedLabelsCostNoMemoryAndWakeNothing(t *testing.T) {
 			cached := &corev1.ConfigMap{}
 			g.Expect(testMgr.GetCache().Get(ctx, types.NamespacedName{Namespace: ns, Name: fmt.Sprintf("forged-%02d", i)}, cached)).To(Succeed())
 			g.Expect(cached.Data).To(BeEmpty())
-			g.Expect(cached.Labels).To(HaveKeyWithValue(engine.LabelName, cr.Name))
+			g.Expect(cached.Labels).To(HaveKeyWithValue(ssa.LabelName, cr.Name))
 		}
 	}).WithTimeout(eventuallyTimeout).WithPolling(pollInterval).Should(Succeed())
 	grown := int64(heapInUse()) - int64(before)
@@ -108,8 +108,8 @@ func TestForgedLabelsAreNotOwnership(t *testing.T) {
 	tenantAccount(t, ns, "editor")
 	cr := newCoreDNS(ns, newVersion)
 	forged := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "coredns",
-		Labels: map[string]string{engine.LabelManagedBy: engine.ManagedByValue, engine.LabelKind: "coredns",
-			engine.LabelNamespace: ns, engine.LabelName: cr.Name}},
+		Labels: map[string]string{ssa.LabelManagedBy: ssa.ManagedByValue, ssa.LabelKind: "coredns",
+			ssa.LabelNamespace: ns, ssa.LabelName: cr.Name}},
 		Data: map[string]string{"Corefile": ".:53 {\n    forward . 192.0.2.1\n}\n"}}
 	g.Expect(clientAs(t, ns, "editor").Create(ctx, forged)).To(Succeed())
 

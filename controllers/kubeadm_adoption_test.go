@@ -17,6 +17,7 @@ import (
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/internal/engine"
+	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
 
 // kubeadmVersion is the CoreDNS version kubeadm v1.37.2 installs
@@ -95,7 +96,7 @@ func TestAdoptKubeadmCoreDNS(t *testing.T) {
 	g.Expect(cm.Data["Corefile"]).To(ContainSubstring("hosts {"))
 	g.Expect(cm.Data["Corefile"]).To(ContainSubstring("10.0.0.1 example.internal"))
 	g.Expect(cm.Data["Corefile"]).To(ContainSubstring("example.internal:53 {"))
-	g.Expect(cm.Labels).To(HaveKeyWithValue(engine.LabelName, cr.Name))
+	g.Expect(cm.Labels).To(HaveKeyWithValue(ssa.LabelName, cr.Name))
 	getAddon(g, cr)
 	g.Expect(cr.Status.Adopted).To(HaveLen(len(existing)), "every object kubeadm created is recorded as adopted")
 	for _, a := range cr.Status.Adopted {

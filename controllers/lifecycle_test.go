@@ -21,6 +21,7 @@ import (
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/internal/engine"
+	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
 
 func TestPause(t *testing.T) {
@@ -233,7 +234,7 @@ func TestDeletionPolicyOrphan(t *testing.T) {
 	for _, ref := range inventory {
 		live, err := liveObject(ref)
 		g.Expect(err).NotTo(HaveOccurred(), "%s was deleted", ref)
-		for _, label := range []string{engine.LabelManagedBy, engine.LabelKind, engine.LabelNamespace, engine.LabelName} {
+		for _, label := range []string{ssa.LabelManagedBy, ssa.LabelKind, ssa.LabelNamespace, ssa.LabelName} {
 			g.Expect(live.GetLabels()).NotTo(HaveKey(label), "%s", ref)
 		}
 		g.Expect(live.GetOwnerReferences()).To(BeEmpty(), "%s", ref)

@@ -17,6 +17,7 @@ import (
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/internal/engine"
+	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
 
 // The test-only packages of testdata/packages: 1.12.1 without its PodDisruptionBudget,
@@ -47,8 +48,8 @@ func newDecoy(t *testing.T, ns string) *policyv1.PodDisruptionBudget {
 	t.Helper()
 	decoy := &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Name: "decoy", Namespace: ns, Labels: map[string]string{
-			engine.LabelManagedBy: engine.ManagedByValue, engine.LabelKind: "coredns",
-			engine.LabelNamespace: ns, engine.LabelName: "coredns",
+			ssa.LabelManagedBy: ssa.ManagedByValue, ssa.LabelKind: "coredns",
+			ssa.LabelNamespace: ns, ssa.LabelName: "coredns",
 		}},
 		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptrIntOrString(1)},
 	}

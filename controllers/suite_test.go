@@ -35,6 +35,7 @@ import (
 	"github.com/kaddons/kaddons/internal/channels"
 	"github.com/kaddons/kaddons/internal/config"
 	"github.com/kaddons/kaddons/internal/engine"
+	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
 
 // The suite runs every test against one real kube-apiserver and etcd (envtest, from the
@@ -64,7 +65,7 @@ var (
 	testOperator = engine.OperatorIdentity{ID: "kaddons", Version: "v1.5.0"}
 	// testSealer seals what the suite's manager applies, as main.go's does with the key of
 	// the Secret kaddons-seal.
-	testSealer   = engine.NewSealer([]byte("the envtest suite's seal key, 32+ bytes"))
+	testSealer   = ssa.NewSealer([]byte("the envtest suite's seal key, 32+ bytes"))
 	fileSettings = config.Runtime{DefaultChannel: channels.DefaultChannel, LogLevel: config.LogLevelInfo,
 		TrustedNamespaces: []string{config.TrustAllNamespaces}}
 )

@@ -17,7 +17,7 @@ import (
 
 	configv1alpha1 "github.com/kaddons/kaddons/api/config/v1alpha1"
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
-	"github.com/kaddons/kaddons/internal/engine"
+	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
 
 // tenantAccount creates the ServiceAccount name in ns with the built-in edit role in ns
@@ -83,7 +83,7 @@ func trustOnly(t *testing.T) {
 // labelledChildren lists the objects of kind in ns that carry the add-on's instance label.
 func labelledChildren(g Gomega, list client.ObjectList, ns, name string) {
 	g.ExpectWithOffset(1, k8sClient.List(context.Background(), list, client.InNamespace(ns),
-		client.MatchingLabels{engine.LabelName: name, engine.LabelNamespace: ns})).To(Succeed())
+		client.MatchingLabels{ssa.LabelName: name, ssa.LabelNamespace: ns})).To(Succeed())
 }
 
 // tenantPolicy creates, in the operator's namespace, an AddonPolicy that delegates CoreDNS
@@ -161,10 +161,10 @@ func expectNothingWritten(g Gomega, c *addonsv1alpha1.CoreDNS) {
 		g.ExpectWithOffset(1, cms.Items).To(BeEmpty(), "nothing is written in %s", target)
 	}
 	crbs := &rbacv1.ClusterRoleBindingList{}
-	g.ExpectWithOffset(1, k8sClient.List(ctx, crbs, client.MatchingLabels{engine.LabelName: c.Name, engine.LabelNamespace: c.Namespace})).To(Succeed())
+	g.ExpectWithOffset(1, k8sClient.List(ctx, crbs, client.MatchingLabels{ssa.LabelName: c.Name, ssa.LabelNamespace: c.Namespace})).To(Succeed())
 	g.ExpectWithOffset(1, crbs.Items).To(BeEmpty())
 	crs := &rbacv1.ClusterRoleList{}
-	g.ExpectWithOffset(1, k8sClient.List(ctx, crs, client.MatchingLabels{engine.LabelName: c.Name, engine.LabelNamespace: c.Namespace})).To(Succeed())
+	g.ExpectWithOffset(1, k8sClient.List(ctx, crs, client.MatchingLabels{ssa.LabelName: c.Name, ssa.LabelNamespace: c.Namespace})).To(Succeed())
 	g.ExpectWithOffset(1, crs.Items).To(BeEmpty())
 }
 

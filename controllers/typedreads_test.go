@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
-	"github.com/kaddons/kaddons/internal/engine"
+	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
 
 // TestTypedReadsServeWhatTheAPIServerServes reads every child of a CoreDNS add-on (a
@@ -30,7 +30,7 @@ func TestTypedReadsServeWhatTheAPIServerServes(t *testing.T) {
 	refs := cr.Status.Inventory.Objects()
 	g.Expect(refs).To(HaveLen(7))
 
-	reads := engine.TypedReads(testMgr.GetClient())
+	reads := ssa.TypedReads(testMgr.GetClient())
 	kinds := map[string]bool{}
 	for _, ref := range refs {
 		kinds[ref.Kind] = true

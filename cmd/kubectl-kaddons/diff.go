@@ -24,6 +24,7 @@ import (
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/internal/channels"
 	"github.com/kaddons/kaddons/internal/engine"
+	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
 
 // Exit codes of diff, as kubectl diff's.
@@ -200,7 +201,7 @@ func diffObject(ctx context.Context, c client.Client, ra renderedAddon, liveOwne
 		desired.SetOwnerReferences(ownerReferences(ra, liveOwner))
 	}
 	merged := desired.DeepCopy()
-	err = c.Apply(ctx, client.ApplyConfigurationFromUnstructured(merged), client.FieldOwner(engine.FieldManager),
+	err = c.Apply(ctx, client.ApplyConfigurationFromUnstructured(merged), client.FieldOwner(ssa.FieldManager),
 		client.ForceOwnership, client.DryRunAll)
 	switch {
 	case err == nil:
@@ -238,8 +239,8 @@ func diffPruned(ctx context.Context, c client.Client, ra renderedAddon, live add
 			return "", fmt.Errorf("reading %s: %w", ref, err)
 		}
 		labels := obj.GetLabels()
-		if labels[engine.LabelManagedBy] != engine.ManagedByValue || labels[engine.LabelKind] != strings.ToLower(ra.gvk.Kind) ||
-			labels[engine.LabelName] != live.GetName() || labels[engine.LabelNamespace] != live.GetNamespace() {
+		if labels[ssa.LabelManagedBy] != ssa.ManagedByValue || labels[ssa.LabelKind] != strings.ToLower(ra.gvk.Kind) ||
+			labels[ssa.LabelName] != live.GetName() || labels[ssa.LabelNamespace] != live.GetNamespace() {
 			continue
 		}
 		d, err := unifiedDiff(obj, obj, nil)
@@ -294,7 +295,7 @@ func removeExcluded(ra renderedAddon, u *unstructured.Unstructured) error {
 // applies with a key only it reads; the seal depends on the object's kind, namespace, name
 // and owning add-on, none of which a diff changes, so the operator's apply keeps it as it is.
 func keepSeal(desired, live *unstructured.Unstructured) {
-	seal, ok := live.GetAnnotations()[engine.AnnotationSeal]
+	seal, ok := live.GetAnnotations()[ssa.AnnotationSeal]
 	if !ok {
 		return
 	}
@@ -302,7 +303,7 @@ func keepSeal(desired, live *unstructured.Unstructured) {
 	if ann == nil {
 		ann = map[string]string{}
 	}
-	ann[engine.AnnotationSeal] = seal
+	ann[ssa.AnnotationSeal] = seal
 	desired.SetAnnotations(ann)
 }
 

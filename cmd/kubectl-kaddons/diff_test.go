@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/kaddons/kaddons/controllers"
-	"github.com/kaddons/kaddons/internal/engine"
+	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
 
 // The diff tests run against one real kube-apiserver and etcd (envtest, from the
@@ -116,9 +116,9 @@ func applyRendered(t *testing.T, input string) {
 		if ann == nil {
 			ann = map[string]string{}
 		}
-		ann[engine.AnnotationSeal] = "sealed-by-the-operator"
+		ann[ssa.AnnotationSeal] = "sealed-by-the-operator"
 		u.SetAnnotations(ann)
-		if err := testClient.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(engine.FieldManager),
+		if err := testClient.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(ssa.FieldManager),
 			client.ForceOwnership); err != nil {
 			t.Fatalf("applying %s: %v", describe(u), err)
 		}

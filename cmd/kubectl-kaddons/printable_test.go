@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
-	"github.com/kaddons/kaddons/internal/engine"
+	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
 
 // Terminal escapes a cluster-provided string may carry.
@@ -173,8 +173,8 @@ func TestPluginOutputHoldsNoControlCharacters(t *testing.T) {
 		g.Expect(testClient.Status().Update(ctx, cr)).To(Succeed())
 		extra := &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "extra", Annotations: map[string]string{"note": escapes},
-				Labels: map[string]string{engine.LabelManagedBy: engine.ManagedByValue, engine.LabelKind: "coredns",
-					engine.LabelName: "coredns", engine.LabelNamespace: ns}},
+				Labels: map[string]string{ssa.LabelManagedBy: ssa.ManagedByValue, ssa.LabelKind: "coredns",
+					ssa.LabelName: "coredns", ssa.LabelNamespace: ns}},
 			Data: map[string]string{"evil": escapes, "multi": "line one" + escapes + "\nline two\n"},
 		}
 		g.Expect(testClient.Create(ctx, extra)).To(Succeed())

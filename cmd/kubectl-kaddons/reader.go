@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
-	"github.com/kaddons/kaddons/internal/engine"
+	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
 
 // memoryReader is a client.Reader over objects held in memory: the input's add-ons and
@@ -183,7 +183,7 @@ func (r managedReader) Get(ctx context.Context, key client.ObjectKey, obj client
 	if err != nil {
 		return err
 	}
-	if gvk.Group != addonGroup && obj.GetLabels()[engine.LabelManagedBy] != engine.ManagedByValue {
+	if gvk.Group != addonGroup && obj.GetLabels()[ssa.LabelManagedBy] != ssa.ManagedByValue {
 		return apierrors.NewNotFound(schema.GroupResource{Group: gvk.Group, Resource: strings.ToLower(gvk.Kind)}, key.Name)
 	}
 	return nil
@@ -196,7 +196,7 @@ func (r managedReader) List(ctx context.Context, list client.ObjectList, opts ..
 		return err
 	}
 	if gvk.Group != addonGroup {
-		opts = append(opts, client.MatchingLabels{engine.LabelManagedBy: engine.ManagedByValue})
+		opts = append(opts, client.MatchingLabels{ssa.LabelManagedBy: ssa.ManagedByValue})
 	}
 	return r.Reader.List(ctx, list, opts...)
 }

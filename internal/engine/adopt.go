@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
 
 // Helpers for add-ons whose existing installs keep a configuration file that adoption
@@ -71,7 +72,7 @@ func AdoptedConfig(ctx context.Context, req InputRequest, want ExistingConfig) (
 	ref := addonsv1alpha1.ObjectReference{Version: "v1", Kind: "ConfigMap", Namespace: key.Namespace, Name: key.Name}
 	status := req.Addon.GetAddonStatus()
 	adopted := slices.ContainsFunc(status.Adopted, func(a addonsv1alpha1.AdoptedObject) bool {
-		return sameObject(a.ObjectReference, ref)
+		return ssa.SameObject(a.ObjectReference, ref)
 	})
 	if !adopted && req.Addon.GetAddonSpec().Adopt != addonsv1alpha1.AdoptIfUnmanaged {
 		// Nothing to take over: the package's file applies, and nothing is read.
@@ -100,7 +101,7 @@ func AdoptedConfig(ctx context.Context, req InputRequest, want ExistingConfig) (
 	} else if err != nil {
 		return Config{}, fmt.Errorf("reading %s: %w", ref, err)
 	}
-	if ownerOf(cm.Labels) != "" {
+	if ssa.OwnerOf(cm.Labels) != "" {
 		// Managed already (the cache lags, or another add-on owns it: apply says which).
 		return Config{}, nil
 	}

@@ -1,70 +1,62 @@
 package engine
 
 import (
-	"reflect"
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
 
-func TestStageOf(t *testing.T) {
+// TestApplyOutcome checks the failure table: every typed error of the apply library,
+// wrapped as the library wraps it, maps to its condition class and reason, terminal or
+// retried.
+func TestApplyOutcome(t *testing.T) {
+	ref := addonsv1alpha1.ObjectReference{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "a", Name: "coredns"}
+	refused := apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "coredns", errors.New("no"))
 	for _, tc := range []struct {
-		group, kind string
-		want        int
+		name       string
+		err        error
+		class      conditionClass
+		reason     string
+		terminal   bool
+		retryAfter time.Duration
 	}{
-		{"apiextensions.k8s.io", "CustomResourceDefinition", stageCRDs},
-		{"", "Namespace", stageNamespaces},
-		{"", "ServiceAccount", stageConfig},
-		{"", "ConfigMap", stageConfig},
-		{"", "Secret", stageConfig},
-		{"rbac.authorization.k8s.io", "ClusterRole", stageConfig},
-		{"rbac.authorization.k8s.io", "Role", stageConfig},
-		{"rbac.authorization.k8s.io", "RoleBinding", stageBindings},
-		{"rbac.authorization.k8s.io", "ClusterRoleBinding", stageBindings},
-		{"apps", "Deployment", stageWorkloads},
-		{"apps", "DaemonSet", stageWorkloads},
-		{"", "Service", stageWorkloads},
-		{"policy", "PodDisruptionBudget", stageWorkloads},
-		{"apiregistration.k8s.io", "APIService", stageAPIEndpoints},
-		{"admissionregistration.k8s.io", "ValidatingWebhookConfiguration", stageAPIEndpoints},
-	} {
-		if got := stageOf(tc.group, tc.kind); got != tc.want {
-			t.Errorf("stageOf(%q, %q) = %d, want %d", tc.group, tc.kind, got, tc.want)
-		}
-	}
-}
-
-func ref(kind, ns, name string) addonsv1alpha1.ObjectReference {
-	return addonsv1alpha1.ObjectReference{Version: "v1", Kind: kind, Namespace: ns, Name: name}
-}
-
-func TestInventoryDiff(t *testing.T) {
-	cm, svc, sa := ref("ConfigMap", "a", "cm"), ref("Service", "a", "svc"), ref("ServiceAccount", "a", "sa")
-	movedVersion := cm
-	movedVersion.Version = "v2"
-	for _, tc := range []struct {
-		name              string
-		previous, desired []addonsv1alpha1.ObjectReference
-		applied           map[addonsv1alpha1.ObjectReference]written
-		wantStale         []addonsv1alpha1.ObjectReference
-		wantMerged        []addonsv1alpha1.ObjectReference
-	}{
-		{name: "nothing removed", previous: []addonsv1alpha1.ObjectReference{cm, svc}, desired: []addonsv1alpha1.ObjectReference{cm, svc},
-			wantMerged: []addonsv1alpha1.ObjectReference{cm, svc}},
-		{name: "one removed", previous: []addonsv1alpha1.ObjectReference{cm, svc}, desired: []addonsv1alpha1.ObjectReference{cm},
-			wantStale: []addonsv1alpha1.ObjectReference{svc}, wantMerged: []addonsv1alpha1.ObjectReference{cm, svc}},
-		{name: "a new API version is the same object", previous: []addonsv1alpha1.ObjectReference{cm}, desired: []addonsv1alpha1.ObjectReference{movedVersion},
-			wantMerged: []addonsv1alpha1.ObjectReference{movedVersion}},
-		{name: "partial apply keeps what was applied and everything before", previous: []addonsv1alpha1.ObjectReference{svc},
-			desired: []addonsv1alpha1.ObjectReference{cm, sa}, applied: map[addonsv1alpha1.ObjectReference]written{cm: {generation: 1}},
-			wantStale: []addonsv1alpha1.ObjectReference{svc}, wantMerged: []addonsv1alpha1.ObjectReference{cm, svc}},
+		{"another add-on owns it", &ssa.ConflictError{Ref: ref, Owner: "coredns a/other"},
+			classStalled, addonsv1alpha1.ReasonOwnershipConflict, true, 0},
+		{"an unknown mode", &ssa.ModeError{Ref: ref, Mode: "sometimes"}, classStalled, addonsv1alpha1.ReasonInvalidMode, true, 0},
+		{"an immutable field", &ssa.ImmutableError{Ref: ref, Fields: "spec.selector"},
+			classFailed, addonsv1alpha1.ReasonImmutableField, true, 0},
+		{"a prune that failed", &ssa.PruneError{Err: errors.New("deleting: timeout")}, classFailed, addonsv1alpha1.ReasonPruneFailed, false, 0},
+		{"an object too large", &ssa.ObjectTooLargeError{Ref: ref, Err: errors.New("too large")},
+			classStalled, addonsv1alpha1.ReasonObjectTooLarge, true, 0},
+		{"an inventory too large", &inventoryTooLargeError{what: "9000 objects"},
+			classStalled, addonsv1alpha1.ReasonInventoryTooLarge, true, 0},
+		{"objects to adopt", &ssa.AdoptionError{Refs: []addonsv1alpha1.ObjectReference{ref}},
+			classStalled, addonsv1alpha1.ReasonAdoptionRequired, false, adoptionRetry},
+		{"a review that refused", &ssa.ForbiddenError{As: "ServiceAccount a/x", Denied: []ssa.AccessRequest{{Verb: "create", Ref: ref}}},
+			classStalled, addonsv1alpha1.ReasonForbidden, false, forbiddenRetry},
+		{"the API server's 403", refused, classStalled, addonsv1alpha1.ReasonForbidden, false, forbiddenRetry},
+		{"anything else", &ssa.WriteError{Err: errors.New("connection refused")}, classFailed, addonsv1alpha1.ReasonApplyFailed, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := staleObjects(tc.previous, tc.desired); !reflect.DeepEqual(got, tc.wantStale) {
-				t.Errorf("staleObjects = %v, want %v", got, tc.wantStale)
+			out := applyOutcome(fmt.Errorf("applying %s: %w", ref, tc.err))
+			if !out.stop || out.class != tc.class || out.reason != tc.reason || out.terminal != tc.terminal ||
+				out.requeueAfter != tc.retryAfter {
+				t.Fatalf("outcome = %+v, want class %v, reason %s, terminal %v, retry after %v", out, tc.class, tc.reason,
+					tc.terminal, tc.retryAfter)
 			}
-			if got := mergeInventory(tc.previous, tc.desired, tc.applied); !reflect.DeepEqual(got, tc.wantMerged) {
-				t.Errorf("mergeInventory = %v, want %v", got, tc.wantMerged)
+			if !strings.Contains(out.message, tc.err.Error()) {
+				t.Errorf("message %q does not carry the error %q", out.message, tc.err)
+			}
+			if (tc.retryAfter == 0) != (out.err != nil) {
+				t.Errorf("err = %v: a retried-later outcome returns no error, every other one does", out.err)
 			}
 		})
 	}

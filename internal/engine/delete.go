@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
 
 // Event reasons of deletion.
@@ -70,7 +70,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, obj addonsv1alpha1.Add
 		return ctrl.Result{}, nil
 	}
 	owner := types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}
-	inventory := unionObjects(obj.GetAddonStatus().Inventory.Objects(), pending)
+	inventory := ssa.UnionObjects(obj.GetAddonStatus().Inventory.Objects(), pending)
 	// Children are deleted with the identity that created them: a ServiceAccount of the
 	// add-on's namespace outside the trusted namespaces.
 	id, refusal, err := r.identityFor(obj, r.opts.Settings.Load().Tenancy, r.deletionSource(obj))
@@ -83,13 +83,13 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, obj addonsv1alpha1.Add
 		err = r.orphan(ctx, obj, inventory, id)
 	case len(inventory) > 0:
 		toDelete := slices.DeleteFunc(slices.Clone(inventory), func(ref addonsv1alpha1.ObjectReference) bool {
-			return r.applier.ignored(ctx, ref)
+			return r.manager.Ignored(ctx, ref)
 		})
-		var held []heldObject
-		held, err = deleteInStages(ctx, id.applier.client, id.live, toDelete, r.gvk.Kind, owner)
+		var held []ssa.Held
+		held, err = id.manager.DeleteInStages(ctx, toDelete, r.gvk.Kind, owner)
 		if err == nil && len(held) > 0 {
 			original := obj.DeepCopyObject().(addonsv1alpha1.Addon)
-			msg := heldMessage(held)
+			msg := ssa.HeldMessage(held)
 			if readyMessage(original) != msg {
 				r.event(obj, corev1.EventTypeWarning, EventDeletionBlocked, "Delete", "%s", msg)
 			}
@@ -97,7 +97,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, obj addonsv1alpha1.Add
 			return ctrl.Result{RequeueAfter: deletionRecheck}, r.patchStatus(ctx, original, obj)
 		}
 	}
-	if err != nil && isForbidden(err) && r.namespaceGoing(ctx, obj.GetNamespace()) {
+	if err != nil && ssa.IsForbidden(err) && r.namespaceGoing(ctx, obj.GetNamespace()) {
 		// The namespace, its ServiceAccount and their RoleBindings are going: what the
 		// ServiceAccount may no longer delete in it goes with it. Anything it had created
 		// elsewhere stays, and the event says so.
@@ -108,7 +108,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, obj addonsv1alpha1.Add
 	if err != nil {
 		original := obj.DeepCopyObject().(addonsv1alpha1.Addon)
 		_ = r.summarize(&reconcileState{addon: obj}, deleting("deleting children: "+err.Error())) // err is returned below
-		if isForbidden(err) {
+		if ssa.IsForbidden(err) {
 			return ctrl.Result{RequeueAfter: forbiddenRetry}, r.patchStatus(ctx, original, obj)
 		}
 		return ctrl.Result{}, errors.Join(err, r.patchStatus(ctx, original, obj))
@@ -121,98 +121,6 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, obj addonsv1alpha1.Add
 	r.written.forget(owner)
 	log.FromContext(ctx).Info("Deleted add-on and its children", "objects", len(inventory))
 	return ctrl.Result{}, nil
-}
-
-// deleteObjects deletes refs in reverse stage order, skipping objects that are already gone
-// or that no longer carry the owner's instance labels (someone else took them over).
-// It returns the refs it deleted or found gone.
-//
-// It also returns the objects that are still there after the delete, held by finalizers
-// (its own or another controller's), with those finalizers; kaddons never removes them.
-// Namespaces are left to the namespace controller and never counted as held.
-func deleteObjects(ctx context.Context, c client.Client, reader client.Reader, refs []addonsv1alpha1.ObjectReference,
-	kind string, owner types.NamespacedName) ([]addonsv1alpha1.ObjectReference, []heldObject, error) {
-	logger := log.FromContext(ctx)
-	ordered := slices.Clone(refs)
-	slices.SortStableFunc(ordered, func(x, y addonsv1alpha1.ObjectReference) int {
-		return stageOf(y.Group, y.Kind) - stageOf(x.Group, x.Kind)
-	})
-	var (
-		done []addonsv1alpha1.ObjectReference
-		held []heldObject
-		errs []error
-	)
-	for _, ref := range ordered {
-		live := &unstructured.Unstructured{}
-		live.SetGroupVersionKind(ref.GroupVersionKind())
-		err := reader.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, live)
-		if apierrors.IsNotFound(err) {
-			done = append(done, ref)
-			continue
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("reading %s: %w", ref, err))
-			continue
-		}
-		if !ownedBy(live.GetLabels(), kind, owner) {
-			logger.Info("Not deleting object that is no longer labelled as ours", "object", ref.String())
-			done = append(done, ref)
-			continue
-		}
-		if len(live.GetFinalizers()) > 0 && (ref.Group != "" || ref.Kind != kindNamespace) {
-			held = append(held, heldObject{ref: ref, finalizers: live.GetFinalizers()})
-		}
-		if !live.GetDeletionTimestamp().IsZero() {
-			done = append(done, ref)
-			continue
-		}
-		err = c.Delete(ctx, live, client.PropagationPolicy("Background"), client.Preconditions{UID: ptrTo(live.GetUID())})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			errs = append(errs, fmt.Errorf("deleting %s: %w", ref, err))
-			continue
-		}
-		logger.Info("Deleted object", "object", ref.String())
-		done = append(done, ref)
-	}
-	return done, held, errors.Join(errs...)
-}
-
-// heldObject is a child that a finalizer keeps after its deletion.
-type heldObject struct {
-	ref        addonsv1alpha1.ObjectReference
-	finalizers []string
-}
-
-// deleteInStages deletes refs one apply stage at a time, the last stage first (webhooks
-// and APIServices, workloads, bindings, configuration, Namespaces, CRDs), and moves to
-// the next stage only once every object of this one is gone. It returns the objects that
-// still hold up the deletion.
-func deleteInStages(ctx context.Context, c client.Client, reader client.Reader, refs []addonsv1alpha1.ObjectReference,
-	kind string, owner types.NamespacedName) ([]heldObject, error) {
-	byStage := map[int][]addonsv1alpha1.ObjectReference{}
-	for _, ref := range refs {
-		byStage[stageOf(ref.Group, ref.Kind)] = append(byStage[stageOf(ref.Group, ref.Kind)], ref)
-	}
-	for s := stageAPIEndpoints; s >= stageCRDs; s-- {
-		if len(byStage[s]) == 0 {
-			continue
-		}
-		_, held, err := deleteObjects(ctx, c, reader, byStage[s], kind, owner)
-		if err != nil || len(held) > 0 {
-			return held, err
-		}
-	}
-	return nil, nil
-}
-
-// heldMessage names the children that finalizers hold, and by which finalizers.
-func heldMessage(held []heldObject) string {
-	parts := make([]string, 0, len(held))
-	for _, h := range held {
-		parts = append(parts, fmt.Sprintf("%s (finalizers: %s)", h.ref, strings.Join(h.finalizers, ", ")))
-	}
-	return "waiting for children to be deleted: " + strings.Join(parts, "; ") +
-		"; kaddons never removes another controller's finalizer"
 }
 
 // orphan hands the children over: it removes kaddons' instance labels and the owner
@@ -231,18 +139,18 @@ func (r *Reconciler) orphan(ctx context.Context, obj addonsv1alpha1.Addon, inven
 			errs = append(errs, fmt.Errorf("reading %s: %w", ref, err))
 			continue
 		}
-		if !ownedBy(live.GetLabels(), r.gvk.Kind, owner) {
+		if !ssa.OwnedBy(live.GetLabels(), r.gvk.Kind, owner) {
 			continue
 		}
 		base := live.DeepCopy()
 		labels := live.GetLabels()
-		for k := range instanceLabels(r.gvk.Kind, owner) {
+		for k := range ssa.InstanceLabels(r.gvk.Kind, owner) {
 			delete(labels, k)
 		}
 		live.SetLabels(labels)
 		refs := slices.DeleteFunc(live.GetOwnerReferences(), func(o metav1.OwnerReference) bool { return o.UID == obj.GetUID() })
 		live.SetOwnerReferences(refs)
-		if err := id.applier.client.Patch(ctx, live, client.MergeFrom(base), client.FieldOwner(FieldManager)); err != nil && !apierrors.IsNotFound(err) {
+		if err := id.manager.Client.Patch(ctx, live, client.MergeFrom(base), client.FieldOwner(ssa.FieldManager)); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("orphaning %s: %w", ref, err))
 		}
 	}

@@ -61,9 +61,9 @@ func keyOf(gk schema.GroupKind, obj client.Object) echoKey {
 	return echoKey{kind: gk, namespace: obj.GetNamespace(), name: obj.GetName()}
 }
 
-// begin records that a write to obj, of kind gk, starts. end must follow. A nil echoes
+// Begin records that a write to obj, of kind gk, starts. end must follow. A nil echoes
 // records nothing.
-func (e *echoes) begin(gk schema.GroupKind, obj client.Object) {
+func (e *echoes) Begin(gk schema.GroupKind, obj client.Object) {
 	if e == nil {
 		return
 	}
@@ -81,10 +81,10 @@ func (e *echoes) begin(gk schema.GroupKind, obj client.Object) {
 	f.writers++
 }
 
-// end records that the write begin announced ended: when err is nil, obj is what it left.
+// End records that the write begin announced ended: when err is nil, obj is what it left.
 // Once the last write to the object ends, the events that waited for it are dropped (the
 // echoes) or passed on.
-func (e *echoes) end(gk schema.GroupKind, obj client.Object, err error) {
+func (e *echoes) End(gk schema.GroupKind, obj client.Object, err error) {
 	if e == nil {
 		return
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/kaddons/kaddons/internal/engine/ssa"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -87,9 +88,9 @@ func TestEchoHandler(t *testing.T) {
 				h := echoHandler{echoes: e, kind: s.kind, mapFn: self}
 				switch {
 				case s.begin != nil:
-					e.begin(s.kind, s.begin)
+					e.Begin(s.kind, s.begin)
 				case s.end != nil:
-					e.end(s.kind, s.end, s.endErr)
+					e.End(s.kind, s.end, s.endErr)
 				case s.create != nil:
 					h.Create(ctx, event.CreateEvent{Object: s.create}, q)
 				case s.update != nil:
@@ -113,8 +114,8 @@ func TestEchoHandler(t *testing.T) {
 
 	t.Run("a nil echoes drops nothing", func(t *testing.T) {
 		var e *echoes
-		e.begin(deployments, deployment("coredns", ""))
-		e.end(deployments, deployment("coredns", "10"), nil)
+		e.Begin(deployments, deployment("coredns", ""))
+		e.End(deployments, deployment("coredns", "10"), nil)
 		q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 		defer q.ShutDown()
 		echoHandler{echoes: e, kind: deployments, mapFn: self}.Create(context.Background(), event.CreateEvent{Object: deployment("coredns", "10")}, q)
@@ -129,7 +130,7 @@ func TestEchoHandler(t *testing.T) {
 		r := &Reconciler{name: "coredns"}
 		owned := func(owner string) client.Object {
 			return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "coredns", ResourceVersion: "10",
-				Labels: instanceLabels("CoreDNS", types.NamespacedName{Namespace: "ns", Name: owner})}}
+				Labels: ssa.InstanceLabels("CoreDNS", types.NamespacedName{Namespace: "ns", Name: owner})}}
 		}
 		h := echoHandler{echoes: &echoes{}, kind: deployments, mapFn: r.mapChild(appsv1.SchemeGroupVersion.WithKind("Deployment"))}
 		h.Update(context.Background(), event.UpdateEvent{ObjectOld: owned("a"), ObjectNew: owned("b")}, q)

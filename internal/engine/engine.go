@@ -34,6 +34,7 @@ import (
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/internal/channels"
+	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
 
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
@@ -120,7 +121,7 @@ type Options struct {
 	// Sealer seals every object the engine applies and tells its children from objects
 	// that only carry its labels; it must be the one CacheOptions was given. Nil seals
 	// nothing and trusts the labels (tools that only render).
-	Sealer *Sealer
+	Sealer *ssa.Sealer
 }
 
 // ChildVerbs are the verbs the engine uses on every child kind: read through the cache
@@ -165,7 +166,7 @@ type Reconciler struct {
 	written  statusCache
 	// echoes lets the watches drop the events of the reconciler's own writes.
 	echoes  *echoes
-	applier *applier
+	manager *ssa.Manager
 	// impersonator builds the clients of add-ons applied as a ServiceAccount.
 	impersonator *Impersonator
 }
@@ -178,7 +179,7 @@ func New(mgr ctrl.Manager, def Definition, opts Options) (*Reconciler, error) {
 		return nil, fmt.Errorf("add-on prototype %T is not registered: %w", def.Prototype, err)
 	}
 	return NewWithClients(def, opts, Clients{
-		Client: TypedReads(mgr.GetClient()), Reader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		Client: ssa.TypedReads(mgr.GetClient()), Reader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
 		Recorder:     mgr.GetEventRecorder("kaddons-" + strings.ToLower(gvk.Kind)),
 		Impersonator: NewImpersonator(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetScheme(), mgr.GetRESTMapper()),
 	})
@@ -207,8 +208,8 @@ func NewWithClients(def Definition, opts Options, c Clients) (*Reconciler, error
 		recorder: c.Recorder,
 		opts:     opts,
 		echoes:   echoes,
-		applier: &applier{cache: c.Client, client: c.Client, reader: c.Reader, echoes: echoes, as: "the operator",
-			sealer: opts.Sealer},
+		manager: &ssa.Manager{Cache: c.Client, Client: c.Client, Reader: c.Reader, Tracker: echoes, As: "the operator",
+			Sealer: opts.Sealer},
 		impersonator: c.Impersonator,
 	}, nil
 }
@@ -235,7 +236,7 @@ type reconcileState struct {
 	// plan is what plan decided to write.
 	plan planResult
 	// applied is what apply did; empty when it did not run.
-	applied applyResult
+	applied ssa.Result
 	// identity is whom the reconcile acts as on the children, set by impersonate.
 	identity identity
 	// pending are the objects the add-on's write-ahead record lists beyond its inventory

@@ -47,9 +47,9 @@ func (r *Reconciler) recordEvents(before, after addonsv1alpha1.Addon, st *reconc
 		refs                 []addonsv1alpha1.ObjectReference
 		reason, action, note string
 	}{
-		{st.applied.pruned, EventPruned, "Prune", "Deleted objects that left the manifests"},
-		{st.applied.recreated, EventRecreated, "Apply", "Deleted and re-created to change immutable fields"},
-		{st.applied.drifted, EventDriftCorrected, "Apply", "Restored objects that drifted from the manifests"},
+		{st.applied.Pruned, EventPruned, "Prune", "Deleted objects that left the manifests"},
+		{st.applied.Recreated, EventRecreated, "Apply", "Deleted and re-created to change immutable fields"},
+		{st.applied.Drifted, EventDriftCorrected, "Apply", "Restored objects that drifted from the manifests"},
 	} {
 		if len(list.refs) == 0 {
 			continue
@@ -61,9 +61,9 @@ func (r *Reconciler) recordEvents(before, after addonsv1alpha1.Addon, st *reconc
 		r.event(after, corev1.EventTypeNormal, list.reason, list.action, "%s: %s", list.note, strings.Join(names, ", "))
 	}
 
-	if len(st.applied.adopted) > 0 {
-		names := make([]string, 0, len(st.applied.adopted))
-		for _, a := range st.applied.adopted {
+	if len(st.applied.Adopted) > 0 {
+		names := make([]string, 0, len(st.applied.Adopted))
+		for _, a := range st.applied.Adopted {
 			from := strings.Join(a.FieldManagers, ", ")
 			if from == "" {
 				from = "no field managers"

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"maps"
 	"reflect"
 	"strings"
 	"sync"
@@ -17,13 +16,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/resourceversion"
-	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
 
 // DefaultUpgradeTimeout is how long a new version may take to become Ready when
@@ -47,10 +45,10 @@ func (r *Reconciler) health(ctx context.Context, st *reconcileState) outcome {
 	generation := st.addon.GetGeneration()
 	// An object the cache has not caught up with is judged from its older copy below,
 	// so the event of the write is not an echo: it must reconcile once it comes.
-	for ref := range waitForCache(ctx, r.client, st.applied.applied, cacheCatchUp) {
+	for ref := range ssa.WaitForCache(ctx, r.client, st.applied.Applied, ssa.CacheCatchUp) {
 		r.echoes.unseen(ref)
 	}
-	h, err := checkHealth(ctx, r.client, status.Inventory.Objects(), st.applied.applied)
+	h, err := checkHealth(ctx, r.client, status.Inventory.Objects(), st.applied.Applied)
 	if err != nil {
 		return failed(addonsv1alpha1.ReasonHealthCheckFailed, err)
 	}
@@ -161,56 +159,9 @@ func (r *Reconciler) failUpgrade(st *reconcileState, notReady string) outcome {
 // maxNotReadyInMessage bounds how many children a Ready message names.
 const maxNotReadyInMessage = 3
 
-// cacheCatchUp bounds how long health waits for the informer cache to show the objects
-// just applied. The watch usually delivers them within milliseconds; judging health from
-// the older copies instead would report them as not yet observed, and write a status that
-// the next reconcile takes back.
-const cacheCatchUp = 2 * time.Second
-
 // msgCacheBehind is what health says of a child whose cached copy is older than the
 // reconcile's own write to it.
 const msgCacheBehind = "waiting for the operator's cache to show the applied object"
-
-// shownBy reports whether live, a cached copy, shows the write w or a later change: its
-// resource version is not older than the one the write left. Resource versions of one
-// resource compare as integers (CompareResourceVersion); where one does not parse, the
-// generation decides.
-func (w written) shownBy(live metav1.Object) bool {
-	if w.resourceVersion != "" {
-		if cmp, err := resourceversion.CompareResourceVersion(live.GetResourceVersion(), w.resourceVersion); err == nil {
-			return cmp >= 0
-		}
-	}
-	return live.GetGeneration() >= w.generation
-}
-
-// waitForCache waits, at most timeout, until c's cache shows every write of applied
-// (written.shownBy), and returns the writes it still does not show (an older copy, or
-// none). It reads only the metadata, so it reads kinds the scheme knows as Go
-// types: typedReads then copies the cached struct rather than converting it to
-// unstructured on every poll.
-func waitForCache(ctx context.Context, c client.Client, applied map[addonsv1alpha1.ObjectReference]written,
-	timeout time.Duration) map[addonsv1alpha1.ObjectReference]written {
-	if len(applied) == 0 {
-		return nil
-	}
-	// Each object is read until it has caught up once, not on every poll.
-	behind := maps.Clone(applied)
-	caughtUp := func(ctx context.Context) (bool, error) {
-		for ref, w := range behind {
-			live := TypedPrototype(c.Scheme(), ref.GroupVersionKind())
-			err := c.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, live)
-			if err != nil || !w.shownBy(live) {
-				return false, nil
-			}
-			delete(behind, ref)
-		}
-		return true, nil
-	}
-	// A timeout is no error: health then reports what the cache shows.
-	_ = wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, timeout, true, caughtUp)
-	return behind
-}
 
 // health is the outcome of checking every child with kstatus.
 type health struct {
@@ -235,7 +186,7 @@ func (h health) message() string {
 // applied holds what this reconcile's writes left: a cached copy older than that has not
 // caught up yet and counts as in progress.
 func checkHealth(ctx context.Context, reader client.Reader, refs []addonsv1alpha1.ObjectReference,
-	applied map[addonsv1alpha1.ObjectReference]written) (health, error) {
+	applied map[addonsv1alpha1.ObjectReference]ssa.Written) (health, error) {
 	var h health
 	for _, ref := range refs {
 		live, err := readChild(ctx, reader, ref)
@@ -246,7 +197,7 @@ func checkHealth(ctx context.Context, reader client.Reader, refs []addonsv1alpha
 		if err != nil {
 			return h, fmt.Errorf("reading %s: %w", ref, err)
 		}
-		if w, ok := applied[ref]; ok && !w.shownBy(live) {
+		if w, ok := applied[ref]; ok && !w.ShownBy(live) {
 			h.notReady = append(h.notReady, ref.String()+": "+msgCacheBehind)
 			continue
 		}
@@ -306,7 +257,7 @@ var statuslessKinds sync.Map
 // and reads nothing else of it. checkHealth then skips converting it to unstructured,
 // which for four of the seven objects of a CoreDNS add-on was most of its cost.
 func newStatusless(gvk schema.GroupVersionKind) (client.Object, bool) {
-	obj, ok := newTyped(clientgoscheme.Scheme, gvk)
+	obj, ok := ssa.NewTyped(clientgoscheme.Scheme, gvk)
 	if !ok {
 		return nil, false
 	}

@@ -1,25 +1,23 @@
 package engine
 
 import (
-	"context"
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
+	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	"github.com/kaddons/kaddons/internal/engine/ssa"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/yaml"
-
-	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 )
 
 func TestObjectHealth(t *testing.T) {
@@ -201,92 +199,6 @@ status: {observedGeneration: 1, currentHealthy: 2, desiredHealthy: 1}`,
 	}
 }
 
-func TestWaitForCache(t *testing.T) {
-	deployment := addonsv1alpha1.ObjectReference{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "ns", Name: "coredns"}
-	widget := addonsv1alpha1.ObjectReference{Group: "example.com", Version: "v1", Kind: "Widget", Namespace: "ns", Name: "w"}
-	cachedWidget := &unstructured.Unstructured{}
-	cachedWidget.SetGroupVersionKind(widget.GroupVersionKind())
-	cachedWidget.SetNamespace("ns")
-	cachedWidget.SetName("w")
-	cachedWidget.SetGeneration(3)
-	for _, tc := range []struct {
-		name    string
-		applied map[addonsv1alpha1.ObjectReference]written
-		// caughtUp is whether the cache shows every write.
-		caughtUp bool
-		// readAs is the Go type each read of the object asks the cache for.
-		readAs string
-	}{
-		{name: "built-in kind read as its Go type", applied: map[addonsv1alpha1.ObjectReference]written{deployment: {2, "999"}},
-			caughtUp: true, readAs: "*v1.Deployment"},
-		{name: "built-in kind behind the write", applied: map[addonsv1alpha1.ObjectReference]written{deployment: {2, "1000"}},
-			readAs: "*v1.Deployment"},
-		{name: "custom kind read unstructured", applied: map[addonsv1alpha1.ObjectReference]written{widget: {3, "999"}},
-			caughtUp: true, readAs: "*unstructured.Unstructured"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var reads []string
-			c := fake.NewClientBuilder().WithScheme(testScheme(t)).
-				WithObjects(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "coredns", Generation: 2}},
-					cachedWidget.DeepCopy()).
-				WithInterceptorFuncs(interceptor.Funcs{
-					Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-						reads = append(reads, reflect.TypeOf(obj).String())
-						return c.Get(ctx, key, obj, opts...)
-					},
-				}).Build()
-			behind := waitForCache(t.Context(), c, tc.applied, 50*time.Millisecond)
-			if tc.caughtUp != (len(behind) == 0) {
-				t.Fatalf("waitForCache returned %v behind, want caught up %v", behind, tc.caughtUp)
-			}
-			if len(reads) == 0 {
-				t.Fatal("waitForCache read nothing")
-			}
-			for _, r := range reads {
-				if r != tc.readAs {
-					t.Fatalf("waitForCache read a %s, want %s", r, tc.readAs)
-				}
-			}
-			// Caught up, one read is enough; behind, it polls until the timeout.
-			if tc.caughtUp && len(reads) != 1 {
-				t.Fatalf("waitForCache read %d times an object already caught up, want 1", len(reads))
-			}
-			if !tc.caughtUp && len(reads) < 2 {
-				t.Fatalf("waitForCache read an object behind its generation %d time(s), want it polled", len(reads))
-			}
-		})
-	}
-}
-
-// TestWrittenShownBy: a cached copy shows a write when its resource version is not older
-// than the one the write left, compared as integers; where either does not parse, when
-// its generation is not older.
-func TestWrittenShownBy(t *testing.T) {
-	for _, tc := range []struct {
-		name        string
-		wrote       written
-		rv          string
-		generation  int64
-		wantShownBy bool
-	}{
-		{name: "the write's own resource version", wrote: written{2, "999"}, rv: "999", generation: 2, wantShownBy: true},
-		{name: "a later change", wrote: written{2, "999"}, rv: "1000", generation: 2, wantShownBy: true},
-		{name: "an older copy of the same generation", wrote: written{2, "1000"}, rv: "999", generation: 2},
-		{name: "an older copy of an older generation", wrote: written{2, "1000"}, rv: "999", generation: 1},
-		{name: "an object without generations, older", wrote: written{0, "12"}, rv: "11"},
-		{name: "unparsable: the generation decides, caught up", wrote: written{2, "a1"}, rv: "a0", generation: 2, wantShownBy: true},
-		{name: "unparsable: the generation decides, behind", wrote: written{2, "a1"}, rv: "a0", generation: 1},
-		{name: "no resource version written: the generation decides", wrote: written{generation: 3}, rv: "5", generation: 2},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			live := &metav1.ObjectMeta{ResourceVersion: tc.rv, Generation: tc.generation}
-			if got := tc.wrote.shownBy(live); got != tc.wantShownBy {
-				t.Fatalf("%+v shownBy resource version %q, generation %d = %v, want %v", tc.wrote, tc.rv, tc.generation, got, tc.wantShownBy)
-			}
-		})
-	}
-}
-
 // TestHealthPassesTheEchoOfAWriteItDidNotSee: when the cache has not caught up with a
 // child the apply just wrote, health judges the older copy, so the event of that write
 // must reconcile once it comes: after a re-list the informer may send nothing else. When
@@ -313,10 +225,10 @@ func TestHealthPassesTheEchoOfAWriteItDidNotSee(t *testing.T) {
 			// The apply's write ended and left resource version tc.wrote.
 			wrote := cached.DeepCopy()
 			wrote.ResourceVersion = tc.wrote
-			r.echoes.begin(ref.GroupVersionKind().GroupKind(), wrote)
-			r.echoes.end(ref.GroupVersionKind().GroupKind(), wrote, nil)
+			r.echoes.Begin(ref.GroupVersionKind().GroupKind(), wrote)
+			r.echoes.End(ref.GroupVersionKind().GroupKind(), wrote, nil)
 
-			st := &reconcileState{addon: addon, applied: applyResult{applied: map[addonsv1alpha1.ObjectReference]written{ref: {3, tc.wrote}}}}
+			st := &reconcileState{addon: addon, applied: ssa.Result{Applied: map[addonsv1alpha1.ObjectReference]ssa.Written{ref: {Generation: 3, ResourceVersion: tc.wrote}}}}
 			out := r.health(t.Context(), st)
 			if !strings.HasPrefix(out.message, tc.wantMessage) {
 				t.Fatalf("health says %q, want it to start with %q", out.message, tc.wantMessage)
@@ -351,10 +263,12 @@ func TestStatuslessHealthMatchesKstatus(t *testing.T) {
 				obj.SetDeletionTimestamp(&now)
 				obj.SetFinalizers([]string{"example.com/hold"})
 			}
-			u := &unstructured.Unstructured{}
-			if err := toUnstructured(obj, gvk, u); err != nil {
+			content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+			if err != nil {
 				t.Fatalf("%s: %v", gvk, err)
 			}
+			u := &unstructured.Unstructured{Object: content}
+			u.SetGroupVersionKind(gvk)
 			wantReady, wantMsg, err := objectHealth(u)
 			if err != nil {
 				t.Fatalf("%s: kstatus: %v", gvk, err)
@@ -401,7 +315,7 @@ func TestCheckHealth(t *testing.T) {
 	cases := []struct {
 		name     string
 		refs     []addonsv1alpha1.ObjectReference
-		applied  map[addonsv1alpha1.ObjectReference]written
+		applied  map[addonsv1alpha1.ObjectReference]ssa.Written
 		notReady []string
 	}{
 		{name: "a live ConfigMap is ready", refs: []addonsv1alpha1.ObjectReference{ref("", "ConfigMap", "live")}},
@@ -413,11 +327,11 @@ func TestCheckHealth(t *testing.T) {
 			notReady: []string{"ServiceAccount n/none: not found"}},
 		{name: "a cached ServiceAccount older than the write",
 			refs:     []addonsv1alpha1.ObjectReference{ref("", "ServiceAccount", "old")},
-			applied:  map[addonsv1alpha1.ObjectReference]written{ref("", "ServiceAccount", "old"): {generation: 1, resourceVersion: "1000"}},
+			applied:  map[addonsv1alpha1.ObjectReference]ssa.Written{ref("", "ServiceAccount", "old"): {Generation: 1, ResourceVersion: "1000"}},
 			notReady: []string{"ServiceAccount n/old: " + msgCacheBehind}},
 		{name: "a cached ConfigMap at the write's resource version is judged",
 			refs:    []addonsv1alpha1.ObjectReference{ref("", "ConfigMap", "live")},
-			applied: map[addonsv1alpha1.ObjectReference]written{ref("", "ConfigMap", "live"): {resourceVersion: "999"}}},
+			applied: map[addonsv1alpha1.ObjectReference]ssa.Written{ref("", "ConfigMap", "live"): {ResourceVersion: "999"}}},
 		{name: "a Deployment short of replicas goes through kstatus",
 			refs:     []addonsv1alpha1.ObjectReference{ref("", "ConfigMap", "live"), ref("apps", "Deployment", "d")},
 			notReady: []string{"Deployment n/d: Available: 1/2"}},

@@ -69,3 +69,5 @@ func testMapper(s *runtime.Scheme) meta.RESTMapper {
 	}
 	return m
 }
+
+func ptrTo[T any](v T) *T { return &v }

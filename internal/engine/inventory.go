@@ -9,13 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
 
 // The write-ahead record (annotation addons.kaddons.dev/inventory-record) lists the
@@ -128,7 +128,7 @@ func pendingObjects(ctx context.Context, addon addonsv1alpha1.Addon) ([]addonsv1
 	if rec.ID == status.InventoryRecord {
 		return nil, ""
 	}
-	return staleObjects(rec.Objects.Objects(), status.Inventory.Objects()), rec.ID
+	return ssa.StaleObjects(rec.Objects.Objects(), status.Inventory.Objects()), rec.ID
 }
 
 // InventoryObjects returns every object kaddons may have created for addon, as prune and
@@ -136,20 +136,7 @@ func pendingObjects(ctx context.Context, addon addonsv1alpha1.Addon) ([]addonsv1
 // inventory does not cover yet.
 func InventoryObjects(ctx context.Context, addon addonsv1alpha1.Addon) []addonsv1alpha1.ObjectReference {
 	pending, _ := pendingObjects(ctx, addon)
-	return unionObjects(addon.GetAddonStatus().Inventory.Objects(), pending)
-}
-
-// unionObjects returns a plus the entries of b it lacks.
-func unionObjects(a, b []addonsv1alpha1.ObjectReference) []addonsv1alpha1.ObjectReference {
-	out := slices.Clone(a)
-	seen := newObjectSet(a)
-	for _, ref := range b {
-		if !seen.has(ref) {
-			seen.add(ref)
-			out = append(out, ref)
-		}
-	}
-	return out
+	return ssa.UnionObjects(addon.GetAddonStatus().Inventory.Objects(), pending)
 }
 
 // checkInventorySize fails closed, before anything is applied, on a rendered set the
@@ -183,10 +170,10 @@ func (e *inventoryTooLargeError) Error() string {
 // phases made it.
 func (r *Reconciler) writeAhead(ctx context.Context, st *reconcileState, desired []addonsv1alpha1.ObjectReference) error {
 	obj := st.addon
-	known := newObjectSet(unionObjects(obj.GetAddonStatus().Inventory.Objects(), st.pending))
+	known := ssa.NewObjectSet(ssa.UnionObjects(obj.GetAddonStatus().Inventory.Objects(), st.pending))
 	var additions []addonsv1alpha1.ObjectReference
 	for _, ref := range desired {
-		if !known.has(ref) {
+		if !known.Has(ref) {
 			additions = append(additions, ref)
 		}
 	}
@@ -200,7 +187,7 @@ func (r *Reconciler) writeAhead(ctx context.Context, st *reconcileState, desired
 	}
 	var rec inventoryRecord
 	if len(additions) > 0 {
-		rec = inventoryRecord{ID: obj.GetResourceVersion(), Objects: addonsv1alpha1.NewInventory(unionObjects(st.pending, additions))}
+		rec = inventoryRecord{ID: obj.GetResourceVersion(), Objects: addonsv1alpha1.NewInventory(ssa.UnionObjects(st.pending, additions))}
 		value, err := encodeRecord(rec)
 		if err != nil {
 			return err
@@ -213,7 +200,7 @@ func (r *Reconciler) writeAhead(ctx context.Context, st *reconcileState, desired
 	}
 	patched := obj.DeepCopyObject().(addonsv1alpha1.Addon)
 	if err := r.patchMetadata(ctx, patched, ops); err != nil {
-		return &writeError{err: fmt.Errorf("recording the objects about to be created: %w", err)}
+		return fmt.Errorf("recording the objects about to be created: %w", err)
 	}
 	obj.SetResourceVersion(patched.GetResourceVersion())
 	obj.SetFinalizers(patched.GetFinalizers())

@@ -77,7 +77,7 @@ func (r *Reconciler) recordMetrics(obj addonsv1alpha1.Addon, st *reconcileState)
 	addonReadyGauge.WithLabelValues(r.gvk.Kind, obj.GetNamespace(), obj.GetName()).Set(ready)
 	managedObjects.WithLabelValues(r.gvk.Kind, obj.GetNamespace(), obj.GetName()).Set(float64(obj.GetAddonStatus().Inventory.Len()))
 	addonReconciles.WithLabelValues(r.gvk.Kind, obj.GetNamespace(), obj.GetName()).Inc()
-	if len(st.applied.drifted) > 0 {
-		driftCorrections.WithLabelValues(r.gvk.Kind).Add(float64(len(st.applied.drifted)))
+	if len(st.applied.Drifted) > 0 {
+		driftCorrections.WithLabelValues(r.gvk.Kind).Add(float64(len(st.applied.Drifted)))
 	}
 }

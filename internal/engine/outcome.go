@@ -191,3 +191,9 @@ func transient(err error) bool {
 	var netErr net.Error
 	return errors.As(err, &netErr)
 }
+
+// errorIs reports whether err wraps an error of type T.
+func errorIs[T error](err error) bool {
+	var target T
+	return errors.As(err, &target)
+}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
 
 // planResult is what plan decided.
@@ -19,8 +20,8 @@ type planResult struct {
 	skip bool
 	// only, when not nil, limits the apply to the objects that drifted.
 	only map[addonsv1alpha1.ObjectReference]bool
-	// excluded are the fields set only on creation (drift exclusions).
-	excluded exclusions
+	// excluded are the fields set only on creation (drift ssa.Exclusions).
+	excluded ssa.Exclusions
 }
 
 // plan decides what needs to be written. When the inventory already holds exactly the
@@ -47,19 +48,19 @@ func (r *Reconciler) plan(ctx context.Context, st *reconcileState) outcome {
 		live.SetGroupVersionKind(desired.GroupVersionKind())
 		err := r.client.Get(ctx, types.NamespacedName{Namespace: desired.GetNamespace(), Name: desired.GetName()}, live)
 		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
-			drifted[refOf(desired)] = true
+			drifted[ssa.RefOf(desired)] = true
 			continue
 		}
 		if err != nil {
-			return failed(addonsv1alpha1.ReasonApplyFailed, fmt.Errorf("reading %s from the cache: %w", refOf(desired), err))
+			return failed(addonsv1alpha1.ReasonApplyFailed, fmt.Errorf("reading %s from the cache: %w", ssa.RefOf(desired), err))
 		}
 		switch live.GetAnnotations()[addonsv1alpha1.AnnotationMode] {
 		case addonsv1alpha1.ModeIgnore, addonsv1alpha1.ModeEnsureExists:
 			continue
 		}
-		if !contains(live.Object, without(withoutOwnerRefs(desired), excluded[refOf(desired)]).Object) ||
+		if !contains(live.Object, ssa.Without(withoutOwnerRefs(desired), excluded[ssa.RefOf(desired)]).Object) ||
 			!ownerRefIntact(st.addon, live) {
-			drifted[refOf(desired)] = true
+			drifted[ssa.RefOf(desired)] = true
 		}
 	}
 	if len(drifted) == 0 {
@@ -96,7 +97,7 @@ func sameSet(inventory []addonsv1alpha1.ObjectReference, objects []*Object) bool
 		seen[ref] = true
 	}
 	for _, o := range objects {
-		if !seen[refOf(o.UnstructuredObject())] {
+		if !seen[ssa.RefOf(o.UnstructuredObject())] {
 			return false
 		}
 	}

@@ -17,6 +17,7 @@ import (
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/internal/channels"
+	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
 
 // RenderInput is everything a render reads: the add-on, the package it resolved to, the
@@ -188,7 +189,7 @@ func (r *Reconciler) transform(ctx context.Context, in RenderInput, manifest str
 
 // addLabels is the transform that puts the add-on's instance labels on every object.
 func (r *Reconciler) addLabels(_ context.Context, in RenderInput, objects *Objects) error {
-	labels := instanceLabels(r.gvk.Kind, types.NamespacedName{Namespace: in.Addon.GetNamespace(), Name: in.Addon.GetName()})
+	labels := ssa.InstanceLabels(r.gvk.Kind, types.NamespacedName{Namespace: in.Addon.GetNamespace(), Name: in.Addon.GetName()})
 	for _, o := range objects.Items {
 		o.AddLabels(labels)
 	}

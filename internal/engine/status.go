@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
 
 // JSON patch operations: add (or replace) a value, and test one.
@@ -76,7 +77,7 @@ func recordApplied(status *addonsv1alpha1.AddonStatus, generation int64, version
 // recordAdopted adds the objects an apply took over to status.adopted.
 func recordAdopted(status *addonsv1alpha1.AddonStatus, adopted []addonsv1alpha1.AdoptedObject) {
 	for _, a := range adopted {
-		if !slices.ContainsFunc(status.Adopted, func(o addonsv1alpha1.AdoptedObject) bool { return sameObject(o.ObjectReference, a.ObjectReference) }) {
+		if !slices.ContainsFunc(status.Adopted, func(o addonsv1alpha1.AdoptedObject) bool { return ssa.SameObject(o.ObjectReference, a.ObjectReference) }) {
 			status.Adopted = append(status.Adopted, a)
 		}
 	}
@@ -103,45 +104,6 @@ func specHash(addon addonsv1alpha1.Addon) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// addFinalizer adds the engine's finalizer with a JSON patch that appends the one entry
-// and tests the resource version, so that it can neither drop another controller's
-// finalizer nor write over a change it has not seen. A new add-on gets its finalizer from
-// writeAhead instead, in the patch that records the objects its first apply creates; this
-// is for an add-on that has children but lost its finalizer.
-func (r *Reconciler) addFinalizer(ctx context.Context, obj addonsv1alpha1.Addon) error {
-	ops := []patchOp{{Op: opTest, Path: "/metadata/resourceVersion", Value: obj.GetResourceVersion()}, addFinalizerOp(obj)}
-	if err := r.patchMetadata(ctx, obj, ops); err != nil {
-		return fmt.Errorf("adding finalizer: %w", err)
-	}
-	return nil
-}
-
-// addFinalizerOp is the JSON patch operation that appends the engine's finalizer to obj's.
-func addFinalizerOp(obj addonsv1alpha1.Addon) patchOp {
-	if len(obj.GetFinalizers()) == 0 {
-		return patchOp{Op: opAdd, Path: "/metadata/finalizers", Value: []string{Finalizer}}
-	}
-	return patchOp{Op: opAdd, Path: "/metadata/finalizers/-", Value: Finalizer}
-}
-
-// removeFinalizer removes the engine's finalizer, and only it, with a JSON patch that
-// tests the entry it removes.
-func (r *Reconciler) removeFinalizer(ctx context.Context, obj addonsv1alpha1.Addon) error {
-	for i, f := range obj.GetFinalizers() {
-		if f != Finalizer {
-			continue
-		}
-		path := fmt.Sprintf("/metadata/finalizers/%d", i)
-		ops := []patchOp{{Op: opTest, Path: path, Value: Finalizer}, {Op: "remove", Path: path}}
-		// An add-on already gone has no finalizer left to remove.
-		if err := client.IgnoreNotFound(r.patchMetadata(ctx, obj, ops)); err != nil {
-			return fmt.Errorf("removing finalizer: %w", err)
-		}
-		return nil
-	}
-	return nil
-}
-
 // patchMetadata applies JSON patch ops to obj, keeps its kind, and remembers the write
 // so that its watch event costs no reconcile (echoes).
 func (r *Reconciler) patchMetadata(ctx context.Context, obj addonsv1alpha1.Addon, ops []patchOp) error {
@@ -149,9 +111,9 @@ func (r *Reconciler) patchMetadata(ctx context.Context, obj addonsv1alpha1.Addon
 	if err != nil {
 		return err
 	}
-	r.echoes.begin(r.gvk.GroupKind(), obj)
+	r.echoes.Begin(r.gvk.GroupKind(), obj)
 	err = r.client.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, body))
-	r.echoes.end(r.gvk.GroupKind(), obj, err)
+	r.echoes.End(r.gvk.GroupKind(), obj, err)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/kaddons/kaddons/internal/engine/ssa"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -22,9 +23,9 @@ func TestTypedPrototype(t *testing.T) {
 		{schema.GroupVersionKind{Version: "v1", Kind: "NoSuchKind"}, "*unstructured.Unstructured"},
 	} {
 		t.Run(tc.gvk.String(), func(t *testing.T) {
-			obj := TypedPrototype(scheme, tc.gvk)
+			obj := ssa.TypedPrototype(scheme, tc.gvk)
 			if got := reflect.TypeOf(obj).String(); got != tc.want {
-				t.Fatalf("TypedPrototype(%s) = %s, want %s", tc.gvk, got, tc.want)
+				t.Fatalf("ssa.TypedPrototype(%s) = %s, want %s", tc.gvk, got, tc.want)
 			}
 			if u, ok := obj.(*unstructured.Unstructured); ok && u.GroupVersionKind() != tc.gvk {
 				t.Fatalf("unstructured prototype has kind %s, want %s", u.GroupVersionKind(), tc.gvk)

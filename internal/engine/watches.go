@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
 
 // Retry delays of a failed reconcile: doubled from MinRetryDelay on each failure in a row
@@ -69,7 +70,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	for _, gvk := range r.def.Children {
 		// The typed informer where the scheme has the kind: the one the engine's reads
 		// use (see typedReads).
-		b = b.Watches(TypedPrototype(mgr.GetScheme(), gvk), echoHandler{echoes: r.echoes, kind: gvk.GroupKind(), mapFn: r.mapChild(gvk)})
+		b = b.Watches(ssa.TypedPrototype(mgr.GetScheme(), gvk), echoHandler{echoes: r.echoes, kind: gvk.GroupKind(), mapFn: r.mapChild(gvk)})
 	}
 	if r.opts.Settings != nil {
 		// A change of the operator's settings (OperatorConfig) reconciles every add-on.
@@ -129,8 +130,8 @@ const channelsRecheck = 10 * time.Second
 // that kaddons manages, so memory does not grow with unrelated objects in the cluster.
 // HorizontalPodAutoscalers are cached unfiltered.
 // Managed fields are stripped from everything cached.
-func CacheOptions(sealer *Sealer, defs ...Definition) cache.Options {
-	selector := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue})
+func CacheOptions(sealer *ssa.Sealer, defs ...Definition) cache.Options {
+	selector := labels.SelectorFromSet(labels.Set{ssa.LabelManagedBy: ssa.ManagedByValue})
 	byObject := map[client.Object]cache.ByObject{}
 	seen := map[schema.GroupVersionKind]bool{}
 	for _, def := range defs {
@@ -174,11 +175,11 @@ func specOrDeletionChanged() predicate.Predicate {
 func (r *Reconciler) mapChild(gvk schema.GroupVersionKind) handler.MapFunc {
 	return func(ctx context.Context, o client.Object) []reconcile.Request {
 		l := o.GetLabels()
-		if l[LabelManagedBy] != ManagedByValue || l[LabelKind] != r.name || l[LabelName] == "" {
+		if l[ssa.LabelManagedBy] != ssa.ManagedByValue || l[ssa.LabelKind] != r.name || l[ssa.LabelName] == "" {
 			return nil
 		}
-		owner := types.NamespacedName{Namespace: l[LabelNamespace], Name: l[LabelName]}
-		if unsealed(o) {
+		owner := types.NamespacedName{Namespace: l[ssa.LabelNamespace], Name: l[ssa.LabelName]}
+		if ssa.Unsealed(o) {
 			addon := r.newObject()
 			ref := addonsv1alpha1.ObjectReference{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind,
 				Namespace: o.GetNamespace(), Name: o.GetName()}
@@ -276,4 +277,14 @@ func (r *Reconciler) dependentsOf(ctx context.Context, kind string, o client.Obj
 		requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(a)})
 	}
 	return requests
+}
+
+// inventoried reports whether ref is one of addon's children: in its inventory, or in the
+// write-ahead record of an apply under way.
+func inventoried(addon addonsv1alpha1.Addon, ref addonsv1alpha1.ObjectReference) bool {
+	if ssa.NewObjectSet(addon.GetAddonStatus().Inventory.Objects()).Has(ref) {
+		return true
+	}
+	pending, _ := pendingObjects(context.Background(), addon)
+	return ssa.NewObjectSet(pending).Has(ref)
 }

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
 
 func TestMapChild(t *testing.T) {
@@ -22,7 +23,7 @@ func TestMapChild(t *testing.T) {
 	owner := coreDNS("a", "x")
 	owner.Status.Inventory = addonsv1alpha1.NewInventory([]addonsv1alpha1.ObjectReference{listed})
 	r, _ := testReconciler(t, Options{}, owner)
-	ofX := instanceLabels("CoreDNS", types.NamespacedName{Namespace: "a", Name: "x"})
+	ofX := ssa.InstanceLabels("CoreDNS", types.NamespacedName{Namespace: "a", Name: "x"})
 	for _, tc := range []struct {
 		name     string
 		object   string
@@ -31,17 +32,17 @@ func TestMapChild(t *testing.T) {
 		want     []types.NamespacedName
 	}{
 		{"a child of a CoreDNS", "c", ofX, false, []types.NamespacedName{{Namespace: "a", Name: "x"}}},
-		{"a child of another kind", "c", instanceLabels("Dashboard", types.NamespacedName{Namespace: "a", Name: "x"}), false, nil},
-		{"not managed by kaddons", "c", map[string]string{LabelKind: "coredns", LabelName: "x"}, false, nil},
+		{"a child of another kind", "c", ssa.InstanceLabels("Dashboard", types.NamespacedName{Namespace: "a", Name: "x"}), false, nil},
+		{"not managed by kaddons", "c", map[string]string{ssa.LabelKind: "coredns", ssa.LabelName: "x"}, false, nil},
 		{"forged labels, not in the inventory", "forged", ofX, true, nil},
 		{"unsealed, but in the inventory", "listed", ofX, true, []types.NamespacedName{{Namespace: "a", Name: "x"}}},
 		{"forged labels of an add-on that does not exist", "forged",
-			instanceLabels("CoreDNS", types.NamespacedName{Namespace: "a", Name: "gone"}), true, nil},
+			ssa.InstanceLabels("CoreDNS", types.NamespacedName{Namespace: "a", Name: "gone"}), true, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: tc.object, Labels: tc.labels}}
 			if tc.unsealed {
-				cm.Annotations = map[string]string{annotationUnsealed: ""}
+				cm.Annotations = map[string]string{ssa.AnnotationUnsealed: ""}
 			}
 			var got []types.NamespacedName
 			for _, req := range r.mapChild(configMaps)(context.Background(), cm) {
@@ -79,9 +80,9 @@ func TestCacheOptionsFilterEveryChildKind(t *testing.T) {
 		if !ok {
 			continue
 		}
-		if by.Label == nil || !by.Label.Matches(labels.Set(map[string]string{LabelManagedBy: ManagedByValue})) ||
+		if by.Label == nil || !by.Label.Matches(labels.Set(map[string]string{ssa.LabelManagedBy: ssa.ManagedByValue})) ||
 			by.Label.Matches(labels.Set(map[string]string{})) {
-			t.Errorf("%s is not filtered by %s=%s", u.GroupVersionKind(), LabelManagedBy, ManagedByValue)
+			t.Errorf("%s is not filtered by %s=%s", u.GroupVersionKind(), ssa.LabelManagedBy, ssa.ManagedByValue)
 		}
 	}
 	if opts.DefaultTransform == nil {

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
-	"github.com/kaddons/kaddons/internal/engine"
+	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
 
 // TestAdoptKubeadmCoreDNS takes over kubeadm's CoreDNS, as a cluster admin would: kubeadm's
@@ -99,7 +99,7 @@ func TestAdoptKubeadmCoreDNS(t *testing.T) {
 	g.Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "coredns"}, cm)).To(Succeed())
 	g.Expect(cm.Data["Corefile"]).To(ContainSubstring("10.0.0.1 example.internal"))
 	g.Expect(cm.Data["Corefile"]).To(ContainSubstring("example.internal:53 {"))
-	g.Expect(cm.Labels).To(HaveKeyWithValue(engine.LabelName, coreDNSName))
+	g.Expect(cm.Labels).To(HaveKeyWithValue(ssa.LabelName, coreDNSName))
 	cr := getCoreDNS(g, ns)
 	g.Expect(cr.Status.Adopted).NotTo(BeEmpty())
 	managers := make([]string, 0, len(cr.Status.Adopted))
@@ -113,7 +113,7 @@ func TestAdoptKubeadmCoreDNS(t *testing.T) {
 	_, err = kubectl("delete", "-f", sample, "--timeout="+deleteTimeout.String())
 	g.Expect(err).NotTo(HaveOccurred())
 	deploy := getDeployment(g, ns)
-	g.Expect(deploy.Labels).NotTo(HaveKey(engine.LabelName))
+	g.Expect(deploy.Labels).NotTo(HaveKey(ssa.LabelName))
 	expectRolledOut(g, deploy, 2)
 	g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "kube-dns"}, &corev1.Service{})).To(Succeed())
 }

@@ -33,6 +33,7 @@ import (
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/internal/channels"
 	"github.com/kaddons/kaddons/internal/engine"
+	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
 
 // crdGVK is the kind of a CustomResourceDefinition.
@@ -155,7 +156,7 @@ func apiServerVerdict(ctx context.Context, c client.Client, obj runtime.Object, 
 	if u.GroupVersionKind() != crdGVK {
 		u.SetNamespace(namespace)
 	}
-	return c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(engine.FieldManager),
+	return c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(ssa.FieldManager),
 		client.ForceOwnership)
 }
 

@@ -33,6 +33,7 @@ import (
 	"github.com/kaddons/kaddons/controllers"
 	"github.com/kaddons/kaddons/internal/channels"
 	"github.com/kaddons/kaddons/internal/engine"
+	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
 
 // defaultColdStartAddons is how many add-ons TestColdStartWritesNothing restarts the
@@ -86,7 +87,7 @@ func startManager(t *testing.T, cfg *rest.Config, scheme *runtime.Scheme, log *w
 		!apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	sealer, err := engine.LoadSealer(context.Background(), direct, operatorNamespace)
+	sealer, err := ssa.LoadSealer(context.Background(), direct, operatorNamespace)
 	if err != nil {
 		t.Fatal(err)
 	}

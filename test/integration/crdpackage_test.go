@@ -27,6 +27,7 @@ import (
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/internal/channels"
 	"github.com/kaddons/kaddons/internal/engine"
+	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
 
 // widgetGVK is the kind the test package's CRD defines.
@@ -98,7 +99,7 @@ func TestPackageWithCRDAndCustomResourceConverges(t *testing.T) {
 	g.Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: "default", Name: "demo"}, widget)).To(Succeed())
 	size, _, _ := unstructured.NestedInt64(widget.Object, "spec", "size")
 	g.Expect(size).To(BeEquivalentTo(3))
-	g.Expect(widget.GetLabels()).To(HaveKeyWithValue(engine.LabelName, "widgets"))
+	g.Expect(widget.GetLabels()).To(HaveKeyWithValue(ssa.LabelName, "widgets"))
 	g.Expect(cr.Status.Inventory.Objects()).To(HaveLen(2))
 	g.Expect(cr.Status.Inventory.Objects()[0].Kind).To(Equal("CustomResourceDefinition"), "the CRD is applied first")
 }

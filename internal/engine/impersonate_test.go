@@ -2,15 +2,12 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -118,7 +115,7 @@ func TestIdentityFor(t *testing.T) {
 // error wanted.
 func expectNoIdentity(t *testing.T, id identity, refusal string, err error, wantRefusal, wantErr string) {
 	t.Helper()
-	if id.applier != nil || id.live != nil {
+	if id.manager != nil || id.live != nil {
 		t.Errorf("identity = %+v, want none", id)
 	}
 	if wantErr != "" {
@@ -142,11 +139,11 @@ func expectIdentity(t *testing.T, r *Reconciler, id identity, want types.Namespa
 	if id.serviceAccount != want {
 		t.Errorf("ServiceAccount = %v, want %v", id.serviceAccount, want)
 	}
-	if id.applier == nil || id.live == nil {
+	if id.manager == nil || id.live == nil {
 		t.Fatalf("identity = %+v, want an applier and a live reader", id)
 	}
 	if want.Name == "" {
-		if id.applier != r.applier || id.live != r.reader || id.impersonating() {
+		if id.manager != r.manager || id.live != r.reader || id.impersonating() {
 			t.Errorf("identity is not the operator's own applier and reader")
 		}
 		return
@@ -157,12 +154,12 @@ func expectIdentity(t *testing.T, r *Reconciler, id identity, want types.Namespa
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !id.impersonating() || id.live != c || id.applier.client != c || id.applier.reader != c {
+	if !id.impersonating() || id.live != c || id.manager.Client != c || id.manager.Reader != c {
 		t.Errorf("identity does not act through the ServiceAccount's client")
 	}
-	if id.applier.cache != r.client || !id.applier.checkAccess || id.applier.as != "ServiceAccount "+want.String() {
+	if id.manager.Cache != r.client || !id.manager.CheckAccess || id.manager.As != "ServiceAccount "+want.String() {
 		t.Errorf("applier = {cache shared: %v, checkAccess: %v, as: %q}, want the shared cache, access checks and %q",
-			id.applier.cache == r.client, id.applier.checkAccess, id.applier.as, "ServiceAccount "+want.String())
+			id.manager.Cache == r.client, id.manager.CheckAccess, id.manager.As, "ServiceAccount "+want.String())
 	}
 }
 
@@ -201,11 +198,11 @@ func TestImpersonatePhase(t *testing.T) {
 			}
 			got := r.actingAs(st)
 			switch {
-			case tc.wantStop && st.identity.applier != nil:
+			case tc.wantStop && st.identity.manager != nil:
 				t.Errorf("a stopped impersonate set the identity %s", st.identity.describe())
 			case !tc.wantStop && tc.saName != "" && got.serviceAccount != (types.NamespacedName{Namespace: "team-a", Name: tc.saName}):
 				t.Errorf("acting as %s, want ServiceAccount team-a/%s", got.describe(), tc.saName)
-			case !tc.wantStop && tc.saName == "" && (got.impersonating() || got.applier != r.applier):
+			case !tc.wantStop && tc.saName == "" && (got.impersonating() || got.manager != r.manager):
 				t.Errorf("acting as %s, want the operator", got.describe())
 			}
 		})
@@ -215,9 +212,9 @@ func TestImpersonatePhase(t *testing.T) {
 func TestActingAsBeforeImpersonate(t *testing.T) {
 	r, _ := testReconciler(t, Options{})
 	id := r.actingAs(&reconcileState{})
-	if id.impersonating() || id.applier != r.applier || id.live != r.reader || id.describe() != "the operator" {
+	if id.impersonating() || id.manager != r.manager || id.live != r.reader || id.describe() != "the operator" {
 		t.Errorf("before impersonate ran, acting as %q (applier is the operator's: %v), want the operator",
-			id.describe(), id.applier == r.applier)
+			id.describe(), id.manager == r.manager)
 	}
 }
 
@@ -257,57 +254,6 @@ func TestImpersonatorClientFor(t *testing.T) {
 	}
 	if n := len(im.clients); n > maxImpersonatedClients {
 		t.Errorf("the Impersonator keeps %d clients, want at most %d", n, maxImpersonatedClients)
-	}
-}
-
-func TestForbiddenError(t *testing.T) {
-	deploy := addonsv1alpha1.ObjectReference{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "team-a", Name: "coredns"}
-	role := addonsv1alpha1.ObjectReference{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole", Name: "system:coredns"}
-	apiRefusal := apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "coredns", errors.New("no"))
-	for _, tc := range []struct {
-		name       string
-		err        *forbiddenError
-		wantPrefix string
-		wantParts  []string
-		wantAPI    bool
-	}{
-		{name: "one refusal",
-			err:        &forbiddenError{as: "ServiceAccount team-a/addons", denied: []accessRequest{{verb: verbCreate, ref: deploy}}},
-			wantPrefix: "ServiceAccount team-a/addons may not create ", wantParts: []string{deploy.String()}},
-		{name: "every refusal named, in order",
-			err: &forbiddenError{as: "ServiceAccount team-a/addons", denied: []accessRequest{
-				{verb: verbPatch, ref: deploy}, {verb: verbDelete, ref: role}}},
-			wantPrefix: "ServiceAccount team-a/addons may not patch ",
-			wantParts:  []string{"patch " + deploy.String() + ", delete " + role.String()}},
-		{name: "the API server's refusal is kept",
-			err: &forbiddenError{as: "ServiceAccount team-a/addons", denied: []accessRequest{{verb: verbCreate, ref: deploy}},
-				err: apiRefusal},
-			wantPrefix: "ServiceAccount team-a/addons may not create ", wantParts: []string{deploy.String()}, wantAPI: true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			msg := tc.err.Error()
-			if !strings.HasPrefix(msg, tc.wantPrefix) || !strings.HasSuffix(msg, "; nothing was written") {
-				t.Errorf("message = %q, want it to start with %q and end with %q", msg, tc.wantPrefix, "; nothing was written")
-			}
-			for _, part := range tc.wantParts {
-				if !strings.Contains(msg, part) {
-					t.Errorf("message = %q, want it to name %q", msg, part)
-				}
-			}
-			wrapped := fmt.Errorf("applying: %w", tc.err)
-			if !isForbidden(wrapped) || !isForbidden(errors.Join(errors.New("other"), tc.err)) {
-				t.Errorf("isForbidden misses a wrapped or joined forbiddenError")
-			}
-			if got := apierrors.IsForbidden(wrapped); got != tc.wantAPI {
-				t.Errorf("the API server's refusal through Unwrap = %v, want %v", got, tc.wantAPI)
-			}
-		})
-	}
-	if !isForbidden(apiRefusal) {
-		t.Errorf("isForbidden misses the API server's 403")
-	}
-	if isForbidden(errors.New("connection refused")) || isForbidden(nil) {
-		t.Errorf("isForbidden takes a non-RBAC error for a refusal")
 	}
 }
 

@@ -1,4 +1,4 @@
-package engine
+package ssa
 
 import (
 	"context"
@@ -19,8 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 )
 
 // Annotations of the seal. The instance labels say which add-on owns a child, but anyone
@@ -31,9 +29,9 @@ const (
 	// add-on its instance labels name. A copy on another object, or on the same object
 	// relabelled to another add-on, does not verify.
 	AnnotationSeal = "addons.kaddons.dev/seal"
-	// annotationUnsealed marks, in the operator's memory only, a cached object that carries
+	// AnnotationUnsealed marks, in the operator's memory only, a cached object that carries
 	// kaddons' labels without a valid seal: the cache holds its metadata alone.
-	annotationUnsealed = "addons.kaddons.dev/unsealed"
+	AnnotationUnsealed = "addons.kaddons.dev/unsealed"
 )
 
 // SealKeySecret is the Secret, in the operator's namespace, that holds the seal key (key
@@ -131,10 +129,10 @@ func (s *Sealer) verify(gk schema.GroupKind, obj metav1.Object) bool {
 	return got != "" && hmac.Equal([]byte(got), []byte(want))
 }
 
-// unsealed reports whether a cached object carries kaddons' labels without a valid seal:
+// Unsealed reports whether a cached object carries kaddons' labels without a valid seal:
 // the cache's transform marked it. A nil Sealer marks nothing.
-func unsealed(obj metav1.Object) bool {
-	_, ok := obj.GetAnnotations()[annotationUnsealed]
+func Unsealed(obj metav1.Object) bool {
+	_, ok := obj.GetAnnotations()[AnnotationUnsealed]
 	return ok
 }
 
@@ -155,9 +153,9 @@ func (s *Sealer) Transform(gk schema.GroupKind) toolscache.TransformFunc {
 		}
 		obj.SetManagedFields(nil)
 		if s == nil || s.verify(gk, obj) {
-			if _, ok := obj.GetAnnotations()[annotationUnsealed]; ok {
+			if _, ok := obj.GetAnnotations()[AnnotationUnsealed]; ok {
 				annotations := obj.GetAnnotations()
-				delete(annotations, annotationUnsealed)
+				delete(annotations, AnnotationUnsealed)
 				obj.SetAnnotations(annotations)
 			}
 			return in, nil
@@ -189,16 +187,6 @@ func stubOf(in any, obj metav1.Object) any {
 	stub.SetGeneration(obj.GetGeneration())
 	stub.SetDeletionTimestamp(obj.GetDeletionTimestamp())
 	stub.SetLabels(obj.GetLabels())
-	stub.SetAnnotations(map[string]string{annotationUnsealed: ""})
+	stub.SetAnnotations(map[string]string{AnnotationUnsealed: ""})
 	return stub
-}
-
-// inventoried reports whether ref is one of addon's children: in its inventory, or in the
-// write-ahead record of an apply under way.
-func inventoried(addon addonsv1alpha1.Addon, ref addonsv1alpha1.ObjectReference) bool {
-	if newObjectSet(addon.GetAddonStatus().Inventory.Objects()).has(ref) {
-		return true
-	}
-	pending, _ := pendingObjects(context.Background(), addon)
-	return newObjectSet(pending).has(ref)
 }

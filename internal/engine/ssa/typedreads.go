@@ -1,4 +1,4 @@
-package engine
+package ssa
 
 import (
 	"context"
@@ -44,7 +44,7 @@ func TypedReads(c client.Client) client.Client {
 // TypedPrototype returns the object to watch gvk with: a Go type when scheme knows one,
 // so that the watch shares the informer typedReads reads from, or else unstructured.
 func TypedPrototype(scheme *runtime.Scheme, gvk schema.GroupVersionKind) client.Object {
-	if obj, ok := newTyped(scheme, gvk); ok {
+	if obj, ok := NewTyped(scheme, gvk); ok {
 		return obj
 	}
 	u := &unstructured.Unstructured{}
@@ -52,8 +52,8 @@ func TypedPrototype(scheme *runtime.Scheme, gvk schema.GroupVersionKind) client.
 	return u
 }
 
-// newTyped returns a new Go object of gvk, when scheme registers one.
-func newTyped(scheme *runtime.Scheme, gvk schema.GroupVersionKind) (client.Object, bool) {
+// NewTyped returns a new Go object of gvk, when scheme registers one.
+func NewTyped(scheme *runtime.Scheme, gvk schema.GroupVersionKind) (client.Object, bool) {
 	if gvk.Kind == "" || !scheme.Recognizes(gvk) {
 		return nil, false
 	}
@@ -75,7 +75,7 @@ func (c typedReads) Get(ctx context.Context, key client.ObjectKey, obj client.Ob
 		return c.Client.Get(ctx, key, obj, opts...)
 	}
 	gvk := u.GroupVersionKind()
-	typed, ok := newTyped(c.Scheme(), gvk)
+	typed, ok := NewTyped(c.Scheme(), gvk)
 	if !ok {
 		return c.Client.Get(ctx, key, obj, opts...)
 	}
@@ -96,7 +96,7 @@ func (c typedReads) List(ctx context.Context, list client.ObjectList, opts ...cl
 	if itemGVK.Kind == listGVK.Kind {
 		return c.Client.List(ctx, list, opts...)
 	}
-	if _, ok := newTyped(c.Scheme(), itemGVK); !ok || !c.Scheme().Recognizes(listGVK) {
+	if _, ok := NewTyped(c.Scheme(), itemGVK); !ok || !c.Scheme().Recognizes(listGVK) {
 		return c.Client.List(ctx, list, opts...)
 	}
 	obj, err := c.Scheme().New(listGVK)

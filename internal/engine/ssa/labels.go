@@ -1,4 +1,4 @@
-package engine
+package ssa
 
 import (
 	"strings"
@@ -21,14 +21,12 @@ const (
 	// LabelName is the name of the owning add-on.
 	LabelName = "addons.kaddons.dev/name"
 
-	// Finalizer holds an add-on until its children, cluster-scoped ones included, are gone.
-	Finalizer = "addons.kaddons.dev/finalizer"
 	// FieldManager is the server-side apply field manager of kaddons.
 	FieldManager = "kaddons"
 )
 
-// instanceLabels returns the labels that tie a child to the add-on kind/namespace/name.
-func instanceLabels(kind string, owner types.NamespacedName) map[string]string {
+// InstanceLabels returns the labels that tie a child to the add-on kind/namespace/name.
+func InstanceLabels(kind string, owner types.NamespacedName) map[string]string {
 	return map[string]string{
 		LabelManagedBy: ManagedByValue,
 		LabelKind:      strings.ToLower(kind),
@@ -37,9 +35,9 @@ func instanceLabels(kind string, owner types.NamespacedName) map[string]string {
 	}
 }
 
-// ownedBy reports whether labels carry exactly the instance labels of kind/owner.
-func ownedBy(labels map[string]string, kind string, owner types.NamespacedName) bool {
-	for k, v := range instanceLabels(kind, owner) {
+// OwnedBy reports whether labels carry exactly the instance labels of kind/owner.
+func OwnedBy(labels map[string]string, kind string, owner types.NamespacedName) bool {
+	for k, v := range InstanceLabels(kind, owner) {
 		if labels[k] != v {
 			return false
 		}
@@ -47,9 +45,9 @@ func ownedBy(labels map[string]string, kind string, owner types.NamespacedName) 
 	return true
 }
 
-// ownerOf formats the instance labels of an object as kind namespace/name, or "" when
+// OwnerOf formats the instance labels of an object as kind namespace/name, or "" when
 // kaddons does not manage it.
-func ownerOf(labels map[string]string) string {
+func OwnerOf(labels map[string]string) string {
 	if labels[LabelManagedBy] != ManagedByValue || labels[LabelName] == "" {
 		return ""
 	}

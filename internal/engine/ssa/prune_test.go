@@ -1,34 +1,34 @@
-package engine
+package ssa
 
 import (
 	"context"
 	"testing"
 
+	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 )
 
 func TestDeleteObjects(t *testing.T) {
 	owner := types.NamespacedName{Namespace: "a", Name: "x"}
-	ours := instanceLabels("CoreDNS", owner)
-	theirs := instanceLabels("CoreDNS", types.NamespacedName{Namespace: "b", Name: "x"})
+	ours := InstanceLabels("CoreDNS", owner)
+	theirs := InstanceLabels("CoreDNS", types.NamespacedName{Namespace: "b", Name: "x"})
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "cm", Labels: ours}}
 	deploy := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "d", Labels: ours}}
 	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "foreign", Labels: theirs}}
-	_, c := testReconciler(t, Options{}, cm, deploy, foreign)
+	c := fakeClient(t, cm, deploy, foreign)
 	refs := []addonsv1alpha1.ObjectReference{
 		{Version: "v1", Kind: "ConfigMap", Namespace: "a", Name: "cm"},
 		{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "a", Name: "d"},
 		{Version: "v1", Kind: "ConfigMap", Namespace: "a", Name: "foreign"},
 		{Version: "v1", Kind: "ConfigMap", Namespace: "a", Name: "gone"},
 	}
-	done, held, err := deleteObjects(context.Background(), c, c, refs, "CoreDNS", owner)
+	m := &Manager{Cache: c, Client: c, Reader: c}
+	done, held, err := m.deleteObjects(context.Background(), refs, "CoreDNS", owner)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,14 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
-	authorizationv1 "k8s.io/api/authorization/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -20,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
 
 // Impersonator builds clients that act as a ServiceAccount, so that the API server's
@@ -75,8 +72,8 @@ func (im *Impersonator) ClientFor(sa types.NamespacedName) (client.Client, error
 type identity struct {
 	// serviceAccount is the impersonated ServiceAccount; zero for the operator's own.
 	serviceAccount types.NamespacedName
-	// applier writes, prunes and deletes as this identity; it still reads the shared cache.
-	applier *applier
+	// manager writes, prunes and deletes as this identity; it still reads the shared cache.
+	manager *ssa.Manager
 	// live reads from the API server as this identity.
 	live client.Reader
 }
@@ -124,7 +121,7 @@ func (r *Reconciler) identityFor(addon addonsv1alpha1.Addon, tenancy *Tenancy, s
 		}
 	}
 	if sa.Name == "" {
-		return identity{applier: r.applier, live: r.reader}, "", nil
+		return identity{manager: r.manager, live: r.reader}, "", nil
 	}
 	if r.impersonator == nil {
 		return identity{}, "", errors.New("this operator cannot impersonate ServiceAccounts (no Impersonator)")
@@ -134,15 +131,15 @@ func (r *Reconciler) identityFor(addon addonsv1alpha1.Addon, tenancy *Tenancy, s
 		return identity{}, "", err
 	}
 	id := identity{serviceAccount: sa, live: c}
-	id.applier = &applier{cache: r.client, client: c, reader: c, checkAccess: true, echoes: r.echoes, as: id.describe(),
-		sealer: r.opts.Sealer}
+	id.manager = &ssa.Manager{Cache: r.client, Client: c, Reader: c, CheckAccess: true, Tracker: r.echoes, As: id.describe(),
+		Sealer: r.opts.Sealer}
 	return id, "", nil
 }
 
 // actingAs returns the reconcile's identity: the operator's until impersonate ran.
 func (r *Reconciler) actingAs(st *reconcileState) identity {
-	if st.identity.applier == nil {
-		return identity{applier: r.applier, live: r.reader}
+	if st.identity.manager == nil {
+		return identity{manager: r.manager, live: r.reader}
 	}
 	return st.identity
 }
@@ -162,112 +159,6 @@ func (r *Reconciler) impersonate(_ context.Context, st *reconcileState) outcome 
 	return proceed()
 }
 
-// The verbs an apply needs, as RBAC names them.
-const (
-	verbGet    = "get"
-	verbCreate = "create"
-	verbPatch  = "patch"
-	verbDelete = "delete"
-)
-
 // forbiddenRetry is how often an add-on refused by RBAC looks again: an admin may grant
 // its ServiceAccount what it lacks.
 const forbiddenRetry = time.Minute
-
-// accessRequest is one verb on one object, as a SelfSubjectAccessReview asks it.
-type accessRequest struct {
-	verb string
-	ref  addonsv1alpha1.ObjectReference
-}
-
-// forbiddenError lists the writes the impersonated ServiceAccount may not make; nothing
-// was written.
-type forbiddenError struct {
-	as     string
-	denied []accessRequest
-	// err is the API server's refusal, when a request rather than a review found it.
-	err error
-}
-
-func (e *forbiddenError) Error() string {
-	parts := make([]string, 0, len(e.denied))
-	for _, d := range e.denied {
-		parts = append(parts, d.verb+" "+d.ref.String())
-	}
-	return fmt.Sprintf("%s may not %s; nothing was written", e.as, strings.Join(parts, ", "))
-}
-
-func (e *forbiddenError) Unwrap() error { return e.err }
-
-// checkWrites asks the API server, as the applier's identity, whether it may make every
-// write of an apply: patch for each object the cache holds, get and create for the others
-// (kaddons reads an object it did not create before it writes it), delete for each one
-// the inventory lists and the package no longer renders. It runs only for impersonated
-// applies, before anything is read or written, so that a refusal leaves everything as it
-// is and names every write refused. The API server still checks each write itself, its
-// escalation checks on roles and bindings included.
-func (a *applier) checkWrites(ctx context.Context, req applyRequest) error {
-	var denied []accessRequest
-	rendered := make([]addonsv1alpha1.ObjectReference, 0, len(req.objects))
-	for _, u := range req.objects {
-		ref := refOf(u)
-		rendered = append(rendered, ref)
-		verbs := []string{verbCreate, verbGet}
-		cached := &unstructured.Unstructured{}
-		cached.SetGroupVersionKind(ref.GroupVersionKind())
-		if err := a.cache.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, cached); err == nil {
-			verbs = []string{verbPatch}
-		}
-		for _, verb := range verbs {
-			ok, err := a.allowed(ctx, accessRequest{verb: verb, ref: ref})
-			if err != nil {
-				return err
-			}
-			if !ok {
-				denied = append(denied, accessRequest{verb: verb, ref: ref})
-				break
-			}
-		}
-	}
-	for _, ref := range staleObjects(req.previous, rendered) {
-		ok, err := a.allowed(ctx, accessRequest{verb: verbDelete, ref: ref})
-		if err != nil {
-			return err
-		}
-		if !ok {
-			denied = append(denied, accessRequest{verb: verbDelete, ref: ref})
-		}
-	}
-	if len(denied) > 0 {
-		return &forbiddenError{as: a.as, denied: denied}
-	}
-	return nil
-}
-
-// allowed asks the API server whether the applier's identity may make ask.
-func (a *applier) allowed(ctx context.Context, ask accessRequest) (bool, error) {
-	mapping, err := a.client.RESTMapper().RESTMapping(ask.ref.GroupVersionKind().GroupKind(), ask.ref.Version)
-	if meta.IsNoMatchError(err) {
-		// A kind the package's own CRD defines: the write itself will say.
-		return true, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	attrs := &authorizationv1.ResourceAttributes{Verb: ask.verb, Group: ask.ref.Group, Resource: mapping.Resource.Resource,
-		Namespace: ask.ref.Namespace}
-	if ask.verb != verbCreate {
-		attrs.Name = ask.ref.Name
-	}
-	review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: attrs}}
-	if err := a.client.Create(ctx, review); err != nil {
-		return false, fmt.Errorf("asking whether it may %s %s: %w", ask.verb, ask.ref, err)
-	}
-	return review.Status.Allowed, nil
-}
-
-// isForbidden reports whether err is an RBAC refusal, checked beforehand or by the API
-// server (errors.As searches joined errors too).
-func isForbidden(err error) bool {
-	return errorIs[*forbiddenError](err) || apierrors.IsForbidden(err)
-}

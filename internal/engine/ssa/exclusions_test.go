@@ -1,4 +1,4 @@
-package engine
+package ssa
 
 import (
 	"reflect"
@@ -23,9 +23,9 @@ func TestParsePointer(t *testing.T) {
 		{in: "/metadata/labels", wantErr: true},
 		{in: "/kind", wantErr: true},
 	} {
-		got, err := parsePointer(tc.in)
+		got, err := ParsePointer(tc.in)
 		if (err != nil) != tc.wantErr || (!tc.wantErr && !reflect.DeepEqual(got, tc.want)) {
-			t.Errorf("parsePointer(%q) = %v, %v; want %v (error %v)", tc.in, got, err, tc.want, tc.wantErr)
+			t.Errorf("ParsePointer(%q) = %v, %v; want %v (error %v)", tc.in, got, err, tc.want, tc.wantErr)
 		}
 	}
 }
@@ -37,7 +37,7 @@ func TestWithoutAndOnly(t *testing.T) {
 		"spec":     map[string]any{"replicas": int64(5), "paused": false},
 	}}
 	paths := [][]string{{"spec", "replicas"}, {"spec", "absent"}}
-	w := without(u, paths)
+	w := Without(u, paths)
 	if _, found, _ := unstructured.NestedInt64(w.Object, "spec", "replicas"); found {
 		t.Error("without kept spec.replicas")
 	}

@@ -1,4 +1,4 @@
-package engine
+package ssa
 
 import (
 	"context"
@@ -21,8 +21,8 @@ import (
 func TestSealerTransform(t *testing.T) {
 	sealer := NewSealer([]byte(strings.Repeat("k", sealKeyBytes)))
 	configMaps := schema.GroupKind{Kind: "ConfigMap"}
-	ofX := instanceLabels("CoreDNS", types.NamespacedName{Namespace: "a", Name: "x"})
-	ofY := instanceLabels("CoreDNS", types.NamespacedName{Namespace: "a", Name: "y"})
+	ofX := InstanceLabels("CoreDNS", types.NamespacedName{Namespace: "a", Name: "x"})
+	ofY := InstanceLabels("CoreDNS", types.NamespacedName{Namespace: "a", Name: "y"})
 	// sealed returns a ConfigMap name of x's, sealed as kaddons' apply seals it, with
 	// labels then set to labels.
 	sealed := func(name string, labels map[string]string) *corev1.ConfigMap {
@@ -73,13 +73,13 @@ func TestSealerTransform(t *testing.T) {
 				t.Error("managed fields are kept")
 			}
 			if tc.wantKept {
-				if len(got.Data["Corefile"]) != 1<<20 || unsealed(got) {
+				if len(got.Data["Corefile"]) != 1<<20 || Unsealed(got) {
 					t.Errorf("a sealed object lost its content or is marked unsealed: %d bytes, %v", len(got.Data["Corefile"]), got.Annotations)
 				}
 				return
 			}
-			if len(got.Data) != 0 || !unsealed(got) {
-				t.Errorf("an unsealed object is cached with %d data keys, marked unsealed %v", len(got.Data), unsealed(got))
+			if len(got.Data) != 0 || !Unsealed(got) {
+				t.Errorf("an unsealed object is cached with %d data keys, marked unsealed %v", len(got.Data), Unsealed(got))
 			}
 			if got.Name != tc.in.Name || got.Namespace != tc.in.Namespace || got.UID != tc.in.UID ||
 				got.ResourceVersion != tc.in.ResourceVersion || got.Labels[LabelName] != tc.in.Labels[LabelName] {
@@ -98,7 +98,7 @@ func TestSealerTransform(t *testing.T) {
 		_ = unstructured.SetNestedField(u.Object, int64(3), "spec", "replicas")
 		out, _ := sealer.Transform(schema.GroupKind{Group: "apps", Kind: "Deployment"})(u)
 		stub := out.(*unstructured.Unstructured)
-		if _, found, _ := unstructured.NestedFieldNoCopy(stub.Object, "spec"); found || !unsealed(stub) || stub.GetKind() != "Deployment" {
+		if _, found, _ := unstructured.NestedFieldNoCopy(stub.Object, "spec"); found || !Unsealed(stub) || stub.GetKind() != "Deployment" {
 			t.Errorf("stub = %v", stub.Object)
 		}
 	})
