@@ -11,7 +11,7 @@ WORKDIR /workspace
 COPY go.mod go.sum ./
 RUN go mod download
 
-COPY main.go main.go
+COPY main.go manager.go ./
 COPY api/ api/
 COPY controllers/ controllers/
 COPY internal/ internal/

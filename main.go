@@ -3,59 +3,36 @@
 package main
 
 import (
-	"context"
-	"crypto/tls"
-	"errors"
 	"flag"
 	"fmt"
 	"math"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"time"
 
 	uberzap "go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	configv1alpha1 "github.com/kaddons/kaddons/api/config/v1alpha1"
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
-	builtinchannels "github.com/kaddons/kaddons/channels"
 	"github.com/kaddons/kaddons/controllers"
 	"github.com/kaddons/kaddons/internal/channels"
 	"github.com/kaddons/kaddons/internal/config"
-	"github.com/kaddons/kaddons/internal/engine"
-	"github.com/kaddons/kaddons/internal/engine/ssa"
 	"github.com/kaddons/kaddons/internal/sources"
 	"github.com/kaddons/kaddons/internal/version"
 )
-
-// defaultOperatorNamespace is where AddonPolicies count when POD_NAMESPACE is not set
-// (config/manager sets it to the manager's own namespace).
-const defaultOperatorNamespace = "kaddons-system"
-
-// clusterVersionTTL is how long the cluster's version, read for pre-flight checks, is reused.
-const clusterVersionTTL = 10 * time.Minute
 
 var (
 	scheme   = runtime.NewScheme()
@@ -302,36 +279,6 @@ func applyFlags(cfg *config.Configuration, f flags, set map[string]bool) {
 	}
 }
 
-// loadSealer reads, or creates on the first start, the key the engine seals children with
-// (ssa.LoadSealer), retrying for a minute while the API server is not answering.
-func loadSealer(restConfig *rest.Config, namespace string) (*ssa.Sealer, error) {
-	c, err := client.New(restConfig, client.Options{Scheme: scheme})
-	if err != nil {
-		return nil, fmt.Errorf("creating a client for the seal key: %w", err)
-	}
-	var (
-		sealer  *ssa.Sealer
-		lastErr error
-	)
-	_ = wait.PollUntilContextTimeout(context.Background(), 2*time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
-		sealer, lastErr = ssa.LoadSealer(ctx, c, namespace)
-		if errors.Is(lastErr, ssa.ErrSealKeyNotStored) {
-			setupLog.Info("The seal key is not stored: after a restart, every child is sealed again by one apply",
-				"reason", lastErr.Error())
-			return true, nil
-		}
-		if lastErr != nil {
-			setupLog.Info("Reading the seal key failed; retrying", "error", lastErr.Error())
-			return false, nil
-		}
-		return true, nil
-	})
-	if sealer == nil {
-		return nil, lastErr
-	}
-	return sealer, nil
-}
-
 // zapLevel returns the zap level that logs level and everything more severe.
 func zapLevel(level config.LogLevel) zapcore.Level {
 	switch level {
@@ -344,151 +291,38 @@ func zapLevel(level config.LogLevel) zapcore.Level {
 	}
 }
 
-// run builds the manager, registers the add-on controllers and blocks until it stops.
+// run builds the manager, registers the reconcilers and checks, and blocks until the
+// manager stops.
 func run(f flags, cfg *config.Configuration, logLevel string, setLevel func(config.LogLevel)) error {
 	source, err := channelSource(cfg.Channels, cfg.Runtime.DefaultChannel)
 	if err != nil {
 		return err
 	}
-
-	var tlsOpts []func(*tls.Config)
-	if !f.enableHTTP2 {
-		// HTTP/2 stream cancellation and rapid reset (CVE-2023-44487, CVE-2023-39325).
-		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
-	}
-
-	m := cfg.Manager
-	secureMetrics := ptr.Deref(m.Metrics.Secure, true)
-	metricsOptions := metricsserver.Options{
-		BindAddress:   m.Metrics.BindAddress,
-		SecureServing: secureMetrics,
-		TLSOpts:       tlsOpts,
-	}
-	if secureMetrics {
-		// Scrapers authenticate with a token and need RBAC for GET /metrics
-		// (config/rbac/metrics_reader_role.yaml).
-		metricsOptions.FilterProvider = filters.WithAuthenticationAndAuthorization
-	}
-
-	le := m.LeaderElection
-	restConfig := ctrl.GetConfigOrDie()
-	// Uncompressed responses, as kube-controller-manager and kube-scheduler ask for: between
-	// a controller and its API server, gzip (which the API server applies to each watch
-	// event on its own) costs both sides more CPU than it saves on the wire.
-	restConfig.DisableCompression = true
-	policyNamespace := os.Getenv("POD_NAMESPACE")
-	if policyNamespace == "" {
-		policyNamespace = defaultOperatorNamespace
-	}
-	// The seal key must be known before the cache starts: its transform checks every
-	// child's seal.
-	sealer, err := loadSealer(restConfig, policyNamespace)
+	namespace := operatorNamespace()
+	mgr, sealer, err := newManager(f, cfg.Manager, namespace)
 	if err != nil {
 		return err
 	}
-	cacheOptions := engine.CacheOptions(sealer, controllers.Definitions()...)
-	cacheOptions.SyncPeriod = &m.CacheSyncPeriod
-	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
-		Scheme:                  scheme,
-		Metrics:                 metricsOptions,
-		HealthProbeBindAddress:  m.HealthProbeBindAddress,
-		PprofBindAddress:        f.profilerAddr,
-		LeaderElection:          le.Enabled,
-		LeaderElectionID:        le.ID,
-		LeaderElectionNamespace: le.Namespace,
-		LeaseDuration:           &le.LeaseDuration,
-		RenewDeadline:           &le.RenewDeadline,
-		RetryPeriod:             &le.RetryPeriod,
-		// Never release the Lease on the way out: client-go also releases it after a
-		// failed renewal, and that release (bounded by the renew deadline) runs while the
-		// controllers still reconcile, so a leader cut off from its Lease kept writing
-		// past the Lease's expiry, beside the new leader (TestFaultLeaderFailover). A
-		// successor waits out the lease duration instead.
-		LeaderElectionReleaseOnCancel: false,
-		Cache:                         cacheOptions,
-		Client:                        client.Options{Cache: &client.CacheOptions{Unstructured: true}},
-	})
-	if err != nil {
-		return fmt.Errorf("creating the manager: %w", err)
+	shared := reconcilerOptions{flags: f, cfg: cfg, source: source, sealer: sealer, namespace: namespace, setLevel: setLevel}
+	if err := setupReconcilers(mgr, shared); err != nil {
+		return err
 	}
+	if err := setupChecks(mgr); err != nil {
+		return err
+	}
+	logStart(f, cfg, source, logLevel, namespace)
+	return mgr.Start(ctrl.SetupSignalHandler())
+}
 
-	discoveryClient, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
-	if err != nil {
-		return fmt.Errorf("creating the discovery client: %w", err)
-	}
-	operator := engine.OperatorIdentity{ID: f.operatorID, Version: version.Version,
-		KubernetesVersion: engine.ClusterVersion(discoveryClient, clusterVersionTTL)}
-	registry := engine.NewSourceRegistry(cfg.Runtime.DefaultChannel)
-	opts := engine.Options{Source: source, Concurrency: cfg.ConcurrencyFor,
-		// The operatorconfig controller puts the file's runtime settings in force, then
-		// those of the OperatorConfig resource.
-		Settings: engine.NewSettingsStore(engine.Settings{}), Sources: registry, Operator: operator, Sealer: sealer}
-	fetcher, err := sources.NewFetcher(sources.Options{CacheDir: f.sourceCacheDir, MaxCacheBytes: f.sourceCacheBytes})
-	if err != nil {
-		return err
-	}
-	sourceController := &controllers.AddonSourceReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(),
-		Namespace: policyNamespace, Fetcher: fetcher, Registry: registry, Operator: operator}
-	if err := sourceController.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up the addonsource controller: %w", err)
-	}
-	opts.Permit, opts.ReconcileAllOn, err = controllers.SetupPolicies(mgr, policyNamespace)
-	if err != nil {
-		return err
-	}
-	if err := controllers.SetupWithManager(mgr, opts); err != nil {
-		return err
-	}
-	live := &controllers.OperatorConfigReconciler{Client: mgr.GetClient(), File: cfg.Runtime, Settings: opts.Settings,
-		Source: source, Kinds: addonKinds(), SetLogLevel: setLevel, OperatorNamespace: policyNamespace}
-	if err := live.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up the operatorconfig controller: %w", err)
-	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return fmt.Errorf("adding the health check: %w", err)
-	}
-	if err := mgr.AddReadyzCheck("readyz", cacheSynced(mgr.GetCache())); err != nil {
-		return fmt.Errorf("adding the ready check: %w", err)
-	}
-
+// logStart logs the settings the manager starts with, the file's and the flags' merged.
+func logStart(f flags, cfg *config.Configuration, source *channels.Source, logLevel, namespace string) {
+	m, le := cfg.Manager, cfg.Manager.LeaderElection
 	setupLog.Info("Starting manager", "version", version.Version, "revision", version.Revision,
 		"config", f.configFile, "channels", source.Name(),
 		"defaultChannel", cfg.Runtime.DefaultChannel, "registryMirror", cfg.Runtime.RegistryMirror,
 		"pausedKinds", cfg.Runtime.PausedKinds, "resyncInterval", cfg.Runtime.ResyncInterval.String(),
-		"logLevel", logLevel, "policyNamespace", policyNamespace, "operatorID", f.operatorID, "sourceCacheDir", f.sourceCacheDir,
-		"trustedNamespaces", cfg.Runtime.Trusted(policyNamespace), "defaultServiceAccountName", cfg.Runtime.DefaultServiceAccountName,
+		"logLevel", logLevel, "policyNamespace", namespace, "operatorID", f.operatorID, "sourceCacheDir", f.sourceCacheDir,
+		"trustedNamespaces", cfg.Runtime.Trusted(namespace), "defaultServiceAccountName", cfg.Runtime.DefaultServiceAccountName,
 		"concurrency", m.Concurrency.Default, "concurrencyPerKind", m.Concurrency.PerKind,
 		"leaderElection", le.Enabled, "cacheSyncPeriod", m.CacheSyncPeriod.String())
-	return mgr.Start(ctrl.SetupSignalHandler())
-}
-
-// channelSource returns the channels the manager reads: for the Builtin source, those
-// embedded in the binary; for the Directory source, the directory it names, which must
-// exist.
-func channelSource(src config.Channels, defaultChannel string) (*channels.Source, error) {
-	if src.Source != config.ChannelSourceDirectory {
-		return channels.NewFSSource(builtinchannels.FS, "builtin", defaultChannel), nil
-	}
-	if info, err := os.Stat(src.Directory); err != nil || !info.IsDir() {
-		return nil, fmt.Errorf("the channels directory %q is not a directory", src.Directory)
-	}
-	dir, err := filepath.Abs(src.Directory)
-	if err != nil {
-		return nil, err
-	}
-	return channels.NewSource(dir, defaultChannel), nil
-}
-
-// cacheSynced is a ready check that passes once the manager's cache has started and every
-// informer in it has synced: until then the manager would act on an empty picture of the
-// cluster. Each probe waits at most a second.
-func cacheSynced(c cache.Cache) healthz.Checker {
-	return func(req *http.Request) error {
-		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
-		defer cancel()
-		if !c.WaitForCacheSync(ctx) {
-			return errors.New("the informer caches have not synced yet")
-		}
-		return nil
-	}
 }

@@ -3,6 +3,7 @@ package controllers
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 
@@ -78,7 +79,19 @@ func adoptedCorefile(ctx context.Context, req engine.InputRequest) (any, error) 
 		return coreDNSInputs{}, err
 	}
 	migrated, err := corefile.Migrate(existing.Value, existing.Version, req.Package.Version, !existing.Adopting)
+	var failed *corefile.MigrationError
+	if errors.As(err, &failed) {
+		return coreDNSInputs{}, corefileBlocked(failed)
+	}
 	return coreDNSInputs{Corefile: migrated}, err
+}
+
+// corefileBlocked stops the add-on, nothing applied, rather than apply a Corefile that
+// would lose what an admin configured; the message says which of the spec's fields lift
+// the block.
+func corefileBlocked(err *corefile.MigrationError) *engine.BlockedError {
+	return &engine.BlockedError{Reason: addonsv1alpha1.ReasonCorefileMigrationFailed,
+		Message: err.Error() + "; nothing was changed. Set spec.corefile, pin spec.version, or edit the Corefile"}
 }
 
 // corefileDomain matches the zone list of the kubernetes plugin in the packaged Corefile.

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	"github.com/kaddons/kaddons/internal/corefile"
 	"github.com/kaddons/kaddons/internal/engine"
 )
 
@@ -190,4 +192,19 @@ func createUntilCleanup(t *testing.T, cr *addonsv1alpha1.CoreDNS) {
 			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(cr), &addonsv1alpha1.CoreDNS{}))
 		}).WithTimeout(eventuallyTimeout).WithPolling(pollInterval).Should(BeTrue())
 	})
+}
+
+// TestCorefileMigrationFailedMessage pins the Stalled condition's message for a Corefile
+// that cannot be migrated: corefile.Migrate says what blocks, the controller adds which of
+// the spec's fields lift the block.
+func TestCorefileMigrationFailedMessage(t *testing.T) {
+	g := NewWithT(t)
+	_, err := corefile.Migrate(".:53 {\n    forward . /etc/resolv.conf\n}\n", "v1.14.6", "1.12.1", false)
+	var failed *corefile.MigrationError
+	g.Expect(errors.As(err, &failed)).To(BeTrue(), "Migrate error = %v", err)
+	blocked := corefileBlocked(failed)
+	g.Expect(blocked.Reason).To(Equal(addonsv1alpha1.ReasonCorefileMigrationFailed))
+	g.Expect(blocked.Message).To(Equal("the existing Corefile cannot be migrated from CoreDNS 1.14.6 to 1.12.1: " +
+		"the running CoreDNS 1.14.6 is newer; adoption never downgrades it, so set spec.version to 1.14.6 or newer; " +
+		"nothing was changed. Set spec.corefile, pin spec.version, or edit the Corefile"))
 }

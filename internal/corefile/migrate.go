@@ -13,23 +13,45 @@ import (
 
 	"github.com/blang/semver/v4"
 	"github.com/coredns/corefile-migration/migration"
-
-	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
-	"github.com/kaddons/kaddons/internal/engine"
 )
+
+// MigrationError is why a Corefile cannot be migrated. It names the versions and what
+// blocks, and leaves to the caller how to report it: the CoreDNS controller turns it into
+// a block of the add-on, with the advice that fits its spec.
+type MigrationError struct {
+	// From is the version the Corefile was written for, without a "v"; empty when unknown.
+	From string
+	// To is the version it was to be migrated to, without a "v".
+	To string
+	// Detail says what blocks: the plugins or options that would be lost, or the
+	// migration library's complaint.
+	Detail string
+	// Err is the migration library's error, when it gave one.
+	Err error
+}
+
+// Error names the versions and what blocks the migration.
+func (e *MigrationError) Error() string {
+	return fmt.Sprintf("the existing Corefile cannot be migrated from CoreDNS %s to %s: %s", cmp.Or(e.From, "(unknown)"), e.To, e.Detail)
+}
+
+// Unwrap returns the migration library's error, if any.
+func (e *MigrationError) Unwrap() error { return e.Err }
 
 // Migrate returns corefile, written for CoreDNS version from, converted for version to.
 // An empty from (the running version is unknown) or equal versions return it unchanged.
 // A move to an older version is a migration down, allowed only with downgrade (a
 // rollback of what kaddons applied; adopting never downgrades what runs). A Corefile
-// that cannot be migrated gives an *engine.BlockedError with reason
-// CorefileMigrationFailed, so the add-on stops with nothing applied.
+// that cannot be migrated gives a *MigrationError and no Corefile, so that nothing of it
+// is applied half-migrated.
 func Migrate(corefile, from, to string, downgrade bool) (string, error) {
 	from, to = strings.TrimPrefix(from, "v"), strings.TrimPrefix(to, "v")
 	blocked := func(format string, args ...any) error {
-		return &engine.BlockedError{Reason: addonsv1alpha1.ReasonCorefileMigrationFailed,
-			Message: fmt.Sprintf("the existing Corefile cannot be migrated from CoreDNS %s to %s: ", cmp.Or(from, "(unknown)"), to) +
-				fmt.Sprintf(format, args...) + "; nothing was changed. Set spec.corefile, pin spec.version, or edit the Corefile"}
+		return &MigrationError{From: from, To: to, Detail: fmt.Sprintf(format, args...)}
+	}
+	// libraryFailed keeps the library's error for errors.Is and errors.As.
+	libraryFailed := func(err error) error {
+		return &MigrationError{From: from, To: to, Detail: err.Error(), Err: err}
 	}
 	if from == "" || from == to {
 		// Nothing to migrate, but every plugin must still exist in the version applied.
@@ -49,20 +71,20 @@ func Migrate(corefile, from, to string, downgrade bool) (string, error) {
 	if toV.LT(fromV) {
 		out, err := migration.MigrateDown(from, to, corefile)
 		if err != nil {
-			return "", blocked("%v", err)
+			return "", libraryFailed(err)
 		}
 		return out, nil
 	}
 	if err := migration.ValidUpMigration(from, to); err != nil {
-		return "", blocked("%v", err)
+		return "", libraryFailed(err)
 	}
 	unsupported, err := migration.Unsupported(from, to, corefile)
 	if err != nil {
-		return "", blocked("%v", err)
+		return "", libraryFailed(err)
 	}
 	deprecated, err := migration.Deprecated(from, to, corefile)
 	if err != nil {
-		return "", blocked("%v", err)
+		return "", libraryFailed(err)
 	}
 	var lost []string
 	for _, n := range append(unsupported, deprecated...) {
@@ -78,7 +100,7 @@ func Migrate(corefile, from, to string, downgrade bool) (string, error) {
 	}
 	out, err := migration.Migrate(from, to, corefile, false)
 	if err != nil {
-		return "", blocked("%v", err)
+		return "", libraryFailed(err)
 	}
 	return out, nil
 }

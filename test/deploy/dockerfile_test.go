@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -152,6 +153,18 @@ func TestDockerfileCopiesWhatTheManagerImports(t *testing.T) {
 		}
 		if !copied {
 			t.Errorf("the manager needs %s, which no COPY of the Dockerfile brings in", pkg)
+		}
+	}
+	// The main package lies in the root, which the Dockerfile copies file by file.
+	cmd = exec.Command("go", "list", "-tags", "without_exec_applier,without_direct_applier", "-f", "{{join .GoFiles \" \"}}", ".")
+	cmd.Dir = repoRoot
+	out, err = cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, file := range strings.Fields(string(out)) {
+		if !slices.ContainsFunc(sources, func(src string) bool { return path.Clean(src) == file }) {
+			t.Errorf("the manager's main package has %s, which no COPY of the Dockerfile brings in", file)
 		}
 	}
 }

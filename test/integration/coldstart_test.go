@@ -69,14 +69,14 @@ type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
-// startManager starts a manager wired as main.go wires it (the label-filtered cache, the
+// startManager starts a manager wired as manager.go wires it (the label-filtered cache, the
 // add-on controllers on the repository's channels) whose requests go through log, and
 // returns a function that stops it and waits until it has.
 func startManager(t *testing.T, cfg *rest.Config, scheme *runtime.Scheme, log *writeLog) (stop func()) {
 	t.Helper()
 	mgrCfg := rest.CopyConfig(cfg)
 	mgrCfg.Wrap(log.wrap)
-	// The seal key, as main.go loads it: the first manager creates the Secret, the second
+	// The seal key, as manager.go loads it: the first manager creates the Secret, the second
 	// reads the same key, so the children the first sealed are the second's.
 	direct, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
