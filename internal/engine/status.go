@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -52,7 +51,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, original, obj addonsv1alph
 	if err := r.client.Status().Patch(ctx, obj, client.RawPatch(types.JSONPatchType, body)); err != nil {
 		return fmt.Errorf("writing status: %w", client.IgnoreNotFound(err))
 	}
-	r.written.put(key, writtenStatus{uid: obj.GetUID(), baseResourceVersion: base, status: obj.GetAddonStatus().DeepCopy()})
+	r.written.store(key, writtenStatus{uid: obj.GetUID(), baseResourceVersion: base, status: obj.GetAddonStatus().DeepCopy()})
 	return nil
 }
 
@@ -119,52 +118,4 @@ func (r *Reconciler) patchMetadata(ctx context.Context, obj addonsv1alpha1.Addon
 	}
 	obj.GetObjectKind().SetGroupVersionKind(r.gvk)
 	return nil
-}
-
-// statusCache remembers the last status the engine wrote for each add-on. Until the
-// informer cache shows that write, the cached add-on still carries the status before it,
-// and comparing with that would either write the same status twice or, worse, skip a
-// write that is needed because the cache's old status happens to match the new one.
-type statusCache struct {
-	mu      sync.Mutex
-	entries map[types.NamespacedName]writtenStatus
-}
-
-// writtenStatus is one status write: the status, for which add-on UID, and the resource
-// version of the add-on it was written over.
-type writtenStatus struct {
-	uid                 types.UID
-	baseResourceVersion string
-	status              *addonsv1alpha1.AddonStatus
-}
-
-// restore puts the status the engine last wrote into obj when the cache has not caught up
-// with that write: that status, not the cached one, is what the API server holds (and
-// what plan must compare).
-func (c *statusCache) restore(name types.NamespacedName, obj addonsv1alpha1.Addon) {
-	if w, ok := c.get(name); ok && w.uid == obj.GetUID() && w.baseResourceVersion == obj.GetResourceVersion() {
-		*obj.GetAddonStatus() = *w.status.DeepCopy()
-	}
-}
-
-func (c *statusCache) get(name types.NamespacedName) (writtenStatus, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	w, ok := c.entries[name]
-	return w, ok
-}
-
-func (c *statusCache) put(name types.NamespacedName, w writtenStatus) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.entries == nil {
-		c.entries = map[types.NamespacedName]writtenStatus{}
-	}
-	c.entries[name] = w
-}
-
-func (c *statusCache) forget(name types.NamespacedName) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.entries, name)
 }

@@ -56,7 +56,7 @@ func TestRecordApplied(t *testing.T) {
 func TestStatusCacheRestore(t *testing.T) {
 	name := types.NamespacedName{Namespace: "a", Name: "x"}
 	var c statusCache
-	c.put(name, writtenStatus{uid: "u", baseResourceVersion: "5", status: &addonsv1alpha1.AddonStatus{AppliedVersion: "written"}})
+	c.store(name, writtenStatus{uid: "u", baseResourceVersion: "5", status: &addonsv1alpha1.AddonStatus{AppliedVersion: "written"}})
 	for _, tc := range []struct {
 		name, uid, rv, want string
 	}{
