@@ -183,7 +183,8 @@ func registryChecks(lists *registryLists, gvk schema.GroupVersionKind, def engin
 	component := def.Prototype.ComponentName()
 	sample := fmt.Sprintf("addons_%s_%s.yaml", gvk.Version, strings.ToLower(gvk.Kind))
 	plural := lists.plurals[gvk.Kind]
-	checks := []registryCheck{
+	checks := make([]registryCheck, 0, 16+len(def.Children))
+	checks = append(checks, []registryCheck{
 		{"PROJECT resources", func() bool {
 			return slices.ContainsFunc(lists.project.Resources, func(r struct{ Group, Kind, Version string }) bool {
 				return r.Kind == gvk.Kind && r.Group == "addons" && r.Version == gvk.Version
@@ -228,7 +229,7 @@ func registryChecks(lists *registryLists, gvk schema.GroupVersionKind, def engin
 			return plural != "" && allows(lists.viewer, gvk.Group, plural, peopleViewVerbs...) &&
 				allows(lists.viewer, gvk.Group, plural+"/status", "get")
 		}},
-	}
+	}...)
 	for _, child := range def.Children {
 		resource := childResource(child)
 		checks = append(checks, registryCheck{"config/rbac/role.yaml for child " + child.Kind + " (" + resource + ")", func() bool {
