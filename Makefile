@@ -43,6 +43,19 @@ manifests: controller-gen ## Generate CRDs and the ClusterRole from the API type
 generate: controller-gen ## Generate DeepCopy methods for the API types.
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
 
+## NAME is the kind `make addon` scaffolds (ExternalDNS); ADDON_COMPONENT its package name.
+ADDON_COMPONENT = $(shell printf '%s' '$(NAME)' | tr '[:upper:]' '[:lower:]')
+
+.PHONY: addon
+addon: ## Scaffold add-on kind NAME (make addon NAME=ExternalDNS): every file and list entry (docs/adding-an-addon.md), then regenerate.
+	@[ -n "$(NAME)" ] || { echo "usage: make addon NAME=<Kind>, for example NAME=ExternalDNS" >&2; exit 2; }
+	go run ./hack/addon -name '$(NAME)'
+	$(MAKE) manifests generate build-installer helm kops-channel
+	hack/toolchain.sh build etcd kube-apiserver
+	KUBEBUILDER_ASSETS="$$(hack/toolchain.sh dir)" WRITE_GOLDEN_OUTPUT=1 \
+		go test ./controllers -run '^TestAddonsGolden$$/^$(ADDON_COMPONENT)/' -count=1
+	@echo "Scaffolded $(NAME). What is yours to fill in: docs/adding-an-addon.md."
+
 .PHONY: fmt
 fmt: ## Run go fmt against code.
 	go fmt ./...

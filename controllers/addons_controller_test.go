@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -16,20 +17,14 @@ import (
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 )
 
-// setVersion pins cr to version.
+// setVersion pins cr to version. Every add-on's spec embeds KDP's CommonSpec, whose
+// Version field it sets, so that no list of kinds here needs a new case per add-on.
 func setVersion(cr addonsv1alpha1.Addon, version string) {
-	switch c := cr.(type) {
-	case *addonsv1alpha1.CoreDNS:
-		c.Spec.Version = version
-	case *addonsv1alpha1.MetricsServer:
-		c.Spec.Version = version
-	case *addonsv1alpha1.Dashboard:
-		c.Spec.Version = version
-	case *addonsv1alpha1.NodeLocalDNS:
-		c.Spec.Version = version
-	default:
-		panic(fmt.Sprintf("setVersion: unknown add-on %T", cr))
+	field := reflect.ValueOf(cr).Elem().FieldByName("Spec").FieldByName("Version")
+	if !field.IsValid() || !field.CanSet() {
+		panic(fmt.Sprintf("setVersion: %T has no spec.version", cr))
 	}
+	field.SetString(version)
 }
 
 // updateAddon applies mutate to the live add-on and writes it back.
@@ -46,7 +41,8 @@ func updateAddon(t *testing.T, cr addonsv1alpha1.Addon, mutate func()) {
 type addonCase struct {
 	// newCR returns the add-on, named and placed in ns.
 	newCR func(ns string) addonsv1alpha1.Addon
-	// from and to are the versions of the upgrade.
+	// from and to are the versions of the upgrade; to is empty while the add-on ships
+	// one version only (as make addon writes it).
 	from, to string
 	// workload is the Deployment or DaemonSet whose image the upgrade changes.
 	workload addonsv1alpha1.ObjectReference
@@ -132,6 +128,7 @@ func addonCases() map[string]addonCase {
 			clusterScoped:  func(string) []addonsv1alpha1.ObjectReference { return nil },
 			ready:          isReady,
 		},
+		// make addon (hack/addon) writes each new kind's case above this line.
 	}
 }
 
@@ -176,6 +173,9 @@ func TestAddonLifecycle(t *testing.T) {
 			}
 
 			t.Run("upgrade updates in place", func(t *testing.T) {
+				if tc.to == "" {
+					t.Skip("the add-on ships one version: there is nothing to upgrade to yet")
+				}
 				g := NewWithT(t)
 				before := workloadImages(g, workload)
 				updateAddon(t, cr, func() { setVersion(cr, tc.to) })

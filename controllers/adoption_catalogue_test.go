@@ -37,6 +37,7 @@ func adoptionCases() map[string]adoptionCase {
 				"ClusterRole", "ClusterRoleBinding", "Deployment"}},
 		"NodeLocalDNS": {newCR: cases["NodeLocalDNS"].newCR, definition: NodeLocalDNSDefinition(), version: "1.25.0",
 			kinds: []string{"ServiceAccount", "Service", "ConfigMap", "DaemonSet"}},
+		// make addon (hack/addon) writes each new kind's case above this line.
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -168,7 +169,7 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	live := &OperatorConfigReconciler{Client: testMgr.GetClient(), File: fileSettings, Settings: settings,
-		Source: source, Kinds: []string{"CoreDNS", "MetricsServer", "Dashboard", "NodeLocalDNS"}}
+		Source: source, Kinds: definedKinds()}
 	if err := live.SetupWithManager(testMgr); err != nil {
 		fmt.Fprintf(os.Stderr, "setting up the operatorconfig controller: %v\n", err)
 		return 1
@@ -188,6 +189,20 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	return m.Run()
+}
+
+// definedKinds lists the kinds of Definitions(), as main.go's addonKinds does.
+func definedKinds() []string {
+	defs := Definitions()
+	kinds := make([]string, 0, len(defs))
+	for _, def := range defs {
+		gvk, err := apiutil.GVKForObject(def.Prototype, testScheme)
+		if err != nil {
+			panic(fmt.Sprintf("add-on prototype %T: %v", def.Prototype, err))
+		}
+		kinds = append(kinds, gvk.Kind)
+	}
+	return kinds
 }
 
 // zapLevel keeps the suite's logs quiet unless KADDONS_TEST_VERBOSE is set.
