@@ -294,7 +294,7 @@ func zapLevel(level config.LogLevel) zapcore.Level {
 // run builds the manager, registers the reconcilers and checks, and blocks until the
 // manager stops.
 func run(f flags, cfg *config.Configuration, logLevel string, setLevel func(config.LogLevel)) error {
-	source, err := channelSource(cfg.Channels, cfg.Runtime.DefaultChannel)
+	catalog, err := channelCatalog(cfg.Channels, cfg.Runtime.DefaultChannel)
 	if err != nil {
 		return err
 	}
@@ -303,22 +303,22 @@ func run(f flags, cfg *config.Configuration, logLevel string, setLevel func(conf
 	if err != nil {
 		return err
 	}
-	shared := reconcilerOptions{flags: f, cfg: cfg, source: source, sealer: sealer, namespace: namespace, setLevel: setLevel}
+	shared := reconcilerOptions{flags: f, cfg: cfg, catalog: catalog, sealer: sealer, namespace: namespace, setLevel: setLevel}
 	if err := setupReconcilers(mgr, shared); err != nil {
 		return err
 	}
 	if err := setupChecks(mgr); err != nil {
 		return err
 	}
-	logStart(f, cfg, source, logLevel, namespace)
+	logStart(f, cfg, catalog, logLevel, namespace)
 	return mgr.Start(ctrl.SetupSignalHandler())
 }
 
 // logStart logs the settings the manager starts with, the file's and the flags' merged.
-func logStart(f flags, cfg *config.Configuration, source *channels.Source, logLevel, namespace string) {
+func logStart(f flags, cfg *config.Configuration, catalog *channels.Catalog, logLevel, namespace string) {
 	m, le := cfg.Manager, cfg.Manager.LeaderElection
 	setupLog.Info("Starting manager", "version", version.Version, "revision", version.Revision,
-		"config", f.configFile, "channels", source.Name(),
+		"config", f.configFile, "channels", catalog.Name(),
 		"defaultChannel", cfg.Runtime.DefaultChannel, "registryMirror", cfg.Runtime.RegistryMirror,
 		"pausedKinds", cfg.Runtime.PausedKinds, "resyncInterval", cfg.Runtime.ResyncInterval.String(),
 		"logLevel", logLevel, "policyNamespace", namespace, "operatorID", f.operatorID, "sourceCacheDir", f.sourceCacheDir,

@@ -50,10 +50,10 @@ func TestChannelSource(t *testing.T) {
 		{name: "builtin is embedded", src: config.Channels{Source: config.ChannelSourceBuiltin}, wantName: "builtin"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := channelSource(tc.src, "rapid")
+			got, err := channelCatalog(tc.src, "rapid")
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("channelSource(%+v) error = %v, want %q", tc.src, err, tc.wantErr)
+					t.Fatalf("channelCatalog(%+v) error = %v, want %q", tc.src, err, tc.wantErr)
 				}
 				return
 			}
@@ -61,7 +61,7 @@ func TestChannelSource(t *testing.T) {
 				t.Fatal(err)
 			}
 			if got.Dir() != tc.wantDir || got.Name() != tc.wantName || got.DefaultChannel() != "rapid" {
-				t.Fatalf("channelSource(%+v): Dir() = %q, Name() = %q, DefaultChannel() = %q; want %q, %q, rapid",
+				t.Fatalf("channelCatalog(%+v): Dir() = %q, Name() = %q, DefaultChannel() = %q; want %q, %q, rapid",
 					tc.src, got.Dir(), got.Name(), got.DefaultChannel(), tc.wantDir, tc.wantName)
 			}
 		})
@@ -69,7 +69,7 @@ func TestChannelSource(t *testing.T) {
 
 	// The built-in channels work from a folder without channels/, as in the image.
 	t.Chdir(t.TempDir())
-	builtin, err := channelSource(config.Channels{Source: config.ChannelSourceBuiltin}, "")
+	builtin, err := channelCatalog(config.Channels{Source: config.ChannelSourceBuiltin}, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -142,7 +142,7 @@ func loadSealer(restConfig *rest.Config, namespace string) (*ssa.Sealer, error) 
 type reconcilerOptions struct {
 	flags     flags
 	cfg       *config.Configuration
-	source    *channels.Source
+	catalog   *channels.Catalog
 	sealer    *ssa.Sealer
 	namespace string
 	setLevel  func(config.LogLevel)
@@ -164,11 +164,11 @@ func setupReconcilers(mgr ctrl.Manager, o reconcilerOptions) error {
 	}
 	registrations := []registration{
 		reconciler("addonsource", &controllers.AddonSourceReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(),
-			Namespace: o.namespace, Fetcher: fetcher, Registry: opts.Sources, Operator: opts.Operator}),
+			Namespace: o.namespace, Fetcher: fetcher, Registry: opts.Artifacts, Operator: opts.Operator}),
 		policies(&opts, o.namespace),
 		addons(&opts),
 		reconciler("operatorconfig", &controllers.OperatorConfigReconciler{Client: mgr.GetClient(), File: o.cfg.Runtime,
-			Settings: opts.Settings, Source: o.source, Kinds: addonKinds(), SetLogLevel: o.setLevel, OperatorNamespace: o.namespace}),
+			Settings: opts.Settings, Catalog: o.catalog, Kinds: addonKinds(), SetLogLevel: o.setLevel, OperatorNamespace: o.namespace}),
 	}
 	for _, register := range registrations {
 		if err := register(mgr); err != nil {
@@ -187,10 +187,10 @@ func newEngineOptions(mgr ctrl.Manager, o reconcilerOptions) (engine.Options, er
 	}
 	operator := engine.OperatorIdentity{ID: o.flags.operatorID, Version: version.Version,
 		KubernetesVersion: engine.ClusterVersion(discoveryClient, clusterVersionTTL)}
-	return engine.Options{Source: o.source, Concurrency: o.cfg.ConcurrencyFor,
+	return engine.Options{Catalog: o.catalog, Concurrency: o.cfg.ConcurrencyFor,
 		// The operatorconfig controller puts the file's runtime settings in force, then
 		// those of the OperatorConfig resource.
-		Settings: engine.NewSettingsStore(engine.Settings{}), Sources: engine.NewSourceRegistry(o.cfg.Runtime.DefaultChannel),
+		Settings: engine.NewSettingsStore(engine.Settings{}), Artifacts: engine.NewArtifactRegistry(o.cfg.Runtime.DefaultChannel),
 		Operator: operator, Sealer: o.sealer}, nil
 }
 
@@ -231,12 +231,12 @@ func setupChecks(mgr ctrl.Manager) error {
 	return nil
 }
 
-// channelSource returns the channels the manager reads: for the Builtin source, those
+// channelCatalog returns the channels the manager reads: for the Builtin source, those
 // embedded in the binary; for the Directory source, the directory it names, which must
 // exist.
-func channelSource(src config.Channels, defaultChannel string) (*channels.Source, error) {
+func channelCatalog(src config.Channels, defaultChannel string) (*channels.Catalog, error) {
 	if src.Source != config.ChannelSourceDirectory {
-		return channels.NewFSSource(builtinchannels.FS, "builtin", defaultChannel), nil
+		return channels.NewFSCatalog(builtinchannels.FS, "builtin", defaultChannel), nil
 	}
 	if info, err := os.Stat(src.Directory); err != nil || !info.IsDir() {
 		return nil, fmt.Errorf("the channels directory %q is not a directory", src.Directory)
@@ -245,7 +245,7 @@ func channelSource(src config.Channels, defaultChannel string) (*channels.Source
 	if err != nil {
 		return nil, err
 	}
-	return channels.NewSource(dir, defaultChannel), nil
+	return channels.NewCatalog(dir, defaultChannel), nil
 }
 
 // cacheSynced is a ready check that passes once the manager's cache has started and every

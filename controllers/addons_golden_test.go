@@ -18,7 +18,7 @@ import (
 // TestAddonsGolden renders every shipped version of every add-on besides CoreDNS (which
 // has TestCoreDNSGolden) with its defaults and with every typed field set.
 func TestAddonsGolden(t *testing.T) {
-	shipped := channels.NewSource(filepath.Join("..", "channels"), "")
+	shipped := channels.NewCatalog(filepath.Join("..", "channels"), "")
 	resources := &corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
 		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},

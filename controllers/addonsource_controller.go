@@ -19,7 +19,7 @@ import (
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/internal/engine"
-	"github.com/kaddons/kaddons/internal/sourcectl"
+	"github.com/kaddons/kaddons/internal/addonsource"
 	"github.com/kaddons/kaddons/internal/sources"
 )
 
@@ -40,7 +40,7 @@ type AddonSourceReconciler struct {
 	// Fetcher fetches, verifies and extracts sources.
 	Fetcher sources.Fetcher
 	// Registry receives the artifacts.
-	Registry *engine.SourceRegistry
+	Registry *engine.ArtifactRegistry
 	// Operator is what a bundle's metadata is checked against.
 	Operator engine.OperatorIdentity
 	// Recorder records events on AddonSources; nil records none.
@@ -87,7 +87,7 @@ func (r *AddonSourceReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	} else {
 		r.Registry.Set(src.Name, obs.Artifact, engine.TrustOf(src, r.Namespace))
 	}
-	sourcectl.SetStatus(&src.Status, src.Generation, obs)
+	addonsource.SetStatus(&src.Status, src.Generation, obs)
 	r.recordEvents(original, src)
 	if !equality.Semantic.DeepEqual(original.Status, src.Status) {
 		if err := r.Client.Status().Patch(ctx, src, client.MergeFromWithOptions(original, client.MergeFromWithOptimisticLock{})); err != nil {
@@ -98,15 +98,15 @@ func (r *AddonSourceReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		// Retried with back-off; the add-ons keep the last artifact meanwhile.
 		return ctrl.Result{}, obs.FetchErr
 	}
-	return ctrl.Result{RequeueAfter: sourcectl.Interval(src)}, nil
+	return ctrl.Result{RequeueAfter: addonsource.Interval(src)}, nil
 }
 
 // fetch builds the request, fetches it within the source's timeout and runs the
 // pre-flight check on the bundle's metadata.
-func (r *AddonSourceReconciler) fetch(ctx context.Context, src *addonsv1alpha1.AddonSource) sourcectl.Observation {
-	req, err := sourcectl.Request(ctx, r.Reader, r.Namespace, src)
+func (r *AddonSourceReconciler) fetch(ctx context.Context, src *addonsv1alpha1.AddonSource) addonsource.Observation {
+	req, err := addonsource.Request(ctx, r.Reader, r.Namespace, src)
 	if err != nil {
-		return sourcectl.Observation{FetchErr: err, Now: time.Now()}
+		return addonsource.Observation{FetchErr: err, Now: time.Now()}
 	}
 	fetchCtx, cancel := context.WithTimeout(ctx, req.Timeout)
 	defer cancel()
@@ -114,7 +114,7 @@ func (r *AddonSourceReconciler) fetch(ctx context.Context, src *addonsv1alpha1.A
 	if err == nil && artifact == nil {
 		err = errors.New("the fetcher returned no artifact")
 	}
-	obs := sourcectl.Observation{Artifact: artifact, FetchErr: err, Now: time.Now()}
+	obs := addonsource.Observation{Artifact: artifact, FetchErr: err, Now: time.Now()}
 	if err != nil {
 		return obs
 	}

@@ -64,8 +64,8 @@ func TestBigPackageAppliesAndDeletesCleanly(t *testing.T) {
 	paused := running
 	paused.PausedKinds = []string{"CoreDNS"}
 	withSettings(t, paused) // the suite's CoreDNS controller must not apply the usual package over it
-	bigSource := channels.NewSource(bigPackageTree(t, newVersion, bigPackageObjects), channels.DefaultChannel)
-	big, err := engine.NewWithClients(CoreDNSDefinition(), engine.Options{Source: bigSource, Settings: engine.NewSettingsStore(running)},
+	bigSource := channels.NewCatalog(bigPackageTree(t, newVersion, bigPackageObjects), channels.DefaultChannel)
+	big, err := engine.NewWithClients(CoreDNSDefinition(), engine.Options{Catalog: bigSource, Settings: engine.NewSettingsStore(running)},
 		engine.Clients{Client: testMgr.GetClient(), Reader: testMgr.GetAPIReader(), Scheme: testMgr.GetScheme(),
 			Mapper: testMgr.GetRESTMapper(), Recorder: testMgr.GetEventRecorder("big-package-test")})
 	g.Expect(err).NotTo(HaveOccurred())

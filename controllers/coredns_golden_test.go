@@ -15,7 +15,7 @@ import (
 
 func TestCoreDNSGolden(t *testing.T) {
 	// Only the shipped packages, not the test-only ones in testdata/packages.
-	shipped := channels.NewSource(filepath.Join("..", "channels"), "")
+	shipped := channels.NewCatalog(filepath.Join("..", "channels"), "")
 	for _, version := range shipped.Versions("coredns") {
 		for _, tc := range []struct {
 			name      string

@@ -147,7 +147,7 @@ type unstructuredObject = unstructured.Unstructured
 
 // engineOptions are the options the suite's manager runs with.
 func engineOptions() engine.Options {
-	return engine.Options{Source: source, Sealer: testSealer}
+	return engine.Options{Catalog: source, Sealer: testSealer}
 }
 
 // waitPausedWithPendingChange waits until a paused add-on reports a spec change it holds

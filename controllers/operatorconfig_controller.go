@@ -39,7 +39,7 @@ type OperatorConfigReconciler struct {
 	// Settings is the add-on controllers' settings store.
 	Settings *engine.SettingsStore
 	// Source lists the channels a default channel must be one of.
-	Source *channels.Source
+	Catalog *channels.Catalog
 	// Kinds are the add-on kinds the manager runs.
 	Kinds []string
 	// SetLogLevel, if set, changes the operator's log level.
@@ -80,7 +80,7 @@ func (r *OperatorConfigReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	base := oc.DeepCopy()
-	merged, errs := config.MergeLive(r.File, oc.Spec, r.Kinds, r.Source.Channels())
+	merged, errs := config.MergeLive(r.File, oc.Spec, r.Kinds, r.Catalog.Channels())
 	oc.Status.ObservedGeneration = oc.Generation
 	if len(errs) > 0 {
 		log.FromContext(ctx).Info("Rejected the OperatorConfig; the previous settings stay in force", "errors", errs.ToAggregate().Error())

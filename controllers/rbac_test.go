@@ -95,7 +95,7 @@ func TestManagerRoleIsLeastPrivilege(t *testing.T) {
 		need[g] = why
 	}
 	mapper := testMgr.GetRESTMapper()
-	source := channels.NewFSSource(builtinchannels.FS, "builtin", channels.DefaultChannel)
+	source := channels.NewFSCatalog(builtinchannels.FS, "builtin", channels.DefaultChannel)
 	for _, def := range Definitions() {
 		gvk, err := apiutil.GVKForObject(def.Prototype, testScheme)
 		if err != nil {
@@ -158,7 +158,7 @@ func TestManagerRoleIsLeastPrivilege(t *testing.T) {
 // packageGrants returns what the operator must hold to create the package's Roles and
 // ClusterRoles and its bindings to roles of the cluster (system:auth-delegator, ...),
 // whose rules it reads from the API server.
-func packageGrants(t *testing.T, source *channels.Source, component, version string) map[grant]string {
+func packageGrants(t *testing.T, source *channels.Catalog, component, version string) map[grant]string {
 	t.Helper()
 	manifest, err := source.Render(channels.Resolved{Addon: component, Version: version})
 	if err != nil {

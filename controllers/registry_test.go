@@ -135,7 +135,7 @@ type registryCheck struct {
 // the API registers must be in Definitions().
 func TestRegistryMatchesTheSharedLists(t *testing.T) {
 	lists := readRegistryLists(t)
-	shipped := channels.NewSource(filepath.Join("..", "channels"), "")
+	shipped := channels.NewCatalog(filepath.Join("..", "channels"), "")
 	lifecycle, adoption := addonCases(), adoptionCases()
 	defined := map[string]bool{}
 	for _, def := range Definitions() {

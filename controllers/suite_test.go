@@ -50,7 +50,7 @@ var (
 	// testMgr is the running manager.
 	testMgr ctrl.Manager
 	// source is the channels directory of the repository.
-	source *channels.Source
+	source *channels.Catalog
 	// settings are the operator-wide settings the suite's manager runs with; a test that
 	// changes them restores them.
 	settings = engine.NewSettingsStore(engine.Settings{})
@@ -61,7 +61,7 @@ var (
 	// trusted set through an OperatorConfig.
 	// testSources holds the AddonSources' artifacts; testFetcher serves them as the tests
 	// say; testOperator is the operator the pre-flight checks see.
-	testSources  = engine.NewSourceRegistry(channels.DefaultChannel)
+	testSources  = engine.NewArtifactRegistry(channels.DefaultChannel)
 	testFetcher  = newFakeFetcher()
 	testOperator = engine.OperatorIdentity{ID: "kaddons", Version: "v1.5.0"}
 	// testSealer seals what the suite's manager applies, as main.go's does with the key of
@@ -145,7 +145,7 @@ func runSuite(m *testing.M) int {
 			return 1
 		}
 	}
-	source = channels.NewSource(channelsDir, channels.DefaultChannel)
+	source = channels.NewCatalog(channelsDir, channels.DefaultChannel)
 	permit, reconcileAllOn, err := SetupPolicies(testMgr, policyNamespace)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "setting up policies: %v\n", err)
@@ -163,13 +163,13 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "setting up the addonsource controller: %v\n", err)
 		return 1
 	}
-	if err := SetupWithManager(testMgr, engine.Options{Source: source, Settings: settings,
-		Permit: permit, ReconcileAllOn: reconcileAllOn, Sources: testSources, Operator: testOperator, Sealer: testSealer}); err != nil {
+	if err := SetupWithManager(testMgr, engine.Options{Catalog: source, Settings: settings,
+		Permit: permit, ReconcileAllOn: reconcileAllOn, Artifacts: testSources, Operator: testOperator, Sealer: testSealer}); err != nil {
 		fmt.Fprintf(os.Stderr, "setting up controllers: %v\n", err)
 		return 1
 	}
 	live := &OperatorConfigReconciler{Client: testMgr.GetClient(), File: fileSettings, Settings: settings,
-		Source: source, Kinds: definedKinds()}
+		Catalog: source, Kinds: definedKinds()}
 	if err := live.SetupWithManager(testMgr); err != nil {
 		fmt.Fprintf(os.Stderr, "setting up the operatorconfig controller: %v\n", err)
 		return 1

@@ -42,7 +42,7 @@ func crashAfterApply(t *testing.T, cr *addonsv1alpha1.CoreDNS, change func()) ([
 	paused.PausedKinds = []string{"CoreDNS"}
 	withSettings(t, paused)
 	change()
-	crash, err := engine.NewWithClients(CoreDNSDefinition(), engine.Options{Source: source, Settings: engine.NewSettingsStore(running)},
+	crash, err := engine.NewWithClients(CoreDNSDefinition(), engine.Options{Catalog: source, Settings: engine.NewSettingsStore(running)},
 		engine.Clients{Client: crashingStatus{testMgr.GetClient()}, Reader: testMgr.GetAPIReader(), Scheme: testMgr.GetScheme(),
 			Mapper: testMgr.GetRESTMapper(), Recorder: testMgr.GetEventRecorder("crash-test")})
 	g.Expect(err).NotTo(HaveOccurred())

@@ -116,7 +116,7 @@ func liveAddon(ctx context.Context, c client.Reader, in inputAddon) (addonsv1alp
 // the add-ons' status, adopted files, followed add-ons), dry-runs every object and writes
 // the diffs to w, their headers and the live objects' content made printable. It reports
 // whether anything differs.
-func diffAddons(ctx context.Context, c client.Client, inputs []inputAddon, src *channels.Source, settings engine.Settings,
+func diffAddons(ctx context.Context, c client.Client, inputs []inputAddon, src *channels.Catalog, settings engine.Settings,
 	w io.Writer) (bool, error) {
 	lives := map[string]addonsv1alpha1.Addon{}
 	for _, in := range inputs {

@@ -45,9 +45,9 @@ func (f *renderFlags) bind(cmd *cobra.Command) {
 
 // source returns the channels to render from: the directory of --channels, or the
 // channels built into the plugin (the same files the manager embeds).
-func (f *renderFlags) source() (*channels.Source, error) {
+func (f *renderFlags) source() (*channels.Catalog, error) {
 	if f.channelsDir == "" {
-		return channels.NewFSSource(builtinchannels.FS, "builtin", f.defaultChannel), nil
+		return channels.NewFSCatalog(builtinchannels.FS, "builtin", f.defaultChannel), nil
 	}
 	if info, err := os.Stat(f.channelsDir); err != nil || !info.IsDir() {
 		return nil, fmt.Errorf("the channels directory %q is not a directory", f.channelsDir)
@@ -56,7 +56,7 @@ func (f *renderFlags) source() (*channels.Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	return channels.NewSource(dir, f.defaultChannel), nil
+	return channels.NewCatalog(dir, f.defaultChannel), nil
 }
 
 func (f *renderFlags) settings() engine.Settings {
@@ -120,7 +120,7 @@ type renderedAddon struct {
 // when not nil, answers what they do not hold (diff passes the cluster, render nothing).
 // An add-on that follows another of the input is rendered after it; otherwise the input's
 // order is kept.
-func renderAll(ctx context.Context, inputs []inputAddon, src *channels.Source, settings engine.Settings,
+func renderAll(ctx context.Context, inputs []inputAddon, src *channels.Catalog, settings engine.Settings,
 	cluster *clusterReaders) ([]renderedAddon, error) {
 	memory := newMemoryReader()
 	for _, in := range inputs {
@@ -134,7 +134,7 @@ func renderAll(ctx context.Context, inputs []inputAddon, src *channels.Source, s
 		api = layeredReader{input: memory, cluster: cluster.api}
 	}
 	mapper := staticMapper()
-	opts := engine.Options{Source: src, Settings: engine.NewSettingsStore(settings)}
+	opts := engine.Options{Catalog: src, Settings: engine.NewSettingsStore(settings)}
 	var out []renderedAddon
 	for _, in := range renderOrder(inputs) {
 		r, err := engine.NewWithClients(in.def, opts, engine.Clients{

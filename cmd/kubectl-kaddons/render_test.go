@@ -131,7 +131,7 @@ func TestRenderMatchesOperatorGolden(t *testing.T) {
 func TestRenderFlags(t *testing.T) {
 	g := NewWithT(t)
 	input := "apiVersion: addons.kaddons.dev/v1alpha1\nkind: MetricsServer\nmetadata: {name: ms, namespace: kube-system}\n"
-	src := channels.NewSource(filepath.Join("..", "..", "channels"), "")
+	src := channels.NewCatalog(filepath.Join("..", "..", "channels"), "")
 	for _, channel := range src.Channels() {
 		resolved, err := src.Resolve("metrics-server", addonv1alpha1.CommonSpec{Channel: channel})
 		g.Expect(err).NotTo(HaveOccurred())

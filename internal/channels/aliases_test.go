@@ -106,7 +106,7 @@ func TestRenderRefusesAliasBombs(t *testing.T) {
 			dir := packageTree(t, tc.files)
 			var err error
 			withBoundedHeap(t, func() {
-				_, err = NewSource(dir, "").Render(Resolved{Addon: "demo", Version: "1.0.0"})
+				_, err = NewCatalog(dir, "").Render(Resolved{Addon: "demo", Version: "1.0.0"})
 			})
 			if got := ReasonOf(err); got != addonsv1alpha1.ReasonPackageTooLarge {
 				t.Fatalf("Render: reason %s (%v), want %s", got, err, addonsv1alpha1.ReasonPackageTooLarge)
@@ -137,7 +137,7 @@ func TestRenderExpandsModestAliases(t *testing.T) {
 	doc := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: demo\n  labels: &labels\n    app: demo\n    tier: dns\n" +
 		"  annotations:\n    <<: *labels\n    extra: \"yes\"\ndata:\n  key: value\n"
 	for _, k := range []string{kustomization + "resources:\n- configmap.yaml\n", kustomization + "resources:\n- configmap.yaml\nnamePrefix: x-\n"} {
-		out, err := NewSource(packageTree(t, map[string]string{"kustomization.yaml": k, "configmap.yaml": doc}), "").
+		out, err := NewCatalog(packageTree(t, map[string]string{"kustomization.yaml": k, "configmap.yaml": doc}), "").
 			Render(Resolved{Addon: "demo", Version: "1.0.0"})
 		if err != nil {
 			t.Fatalf("Render: %v", err)

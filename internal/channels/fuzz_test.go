@@ -142,7 +142,7 @@ func FuzzRender(f *testing.F) {
 		})
 		r := Resolved{Addon: "fuzz", Version: "1.0.0"}
 
-		out, err := NewSource(dir, "").Render(r)
+		out, err := NewCatalog(dir, "").Render(r)
 		if err != nil {
 			var ce *Error
 			if !errors.As(err, &ce) || ce.Reason == "" || ce.Message == "" {
@@ -155,7 +155,7 @@ func FuzzRender(f *testing.F) {
 		}
 		checkObjectStream(t, out)
 
-		again, err := NewSource(dir, "").Render(r)
+		again, err := NewCatalog(dir, "").Render(r)
 		if err != nil {
 			t.Fatalf("a second build of the same package failed: %v", err)
 		}

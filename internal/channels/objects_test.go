@@ -47,7 +47,7 @@ func TestRenderRefusesObjectsWithoutAPIVersion(t *testing.T) {
 				}
 			}
 
-			_, err := NewSource(dir, "").Render(Resolved{Addon: "demo", Version: "1.0.0"})
+			_, err := NewCatalog(dir, "").Render(Resolved{Addon: "demo", Version: "1.0.0"})
 			if tc.want == "" {
 				if err != nil {
 					t.Fatal(err)

@@ -206,7 +206,7 @@ func TestRenderRefusals(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(t, dir, pkg)
 			}
-			out, err := NewSource(dir, "").Render(Resolved{Addon: "demo", Version: "1.0.0"})
+			out, err := NewCatalog(dir, "").Render(Resolved{Addon: "demo", Version: "1.0.0"})
 			if err == nil {
 				t.Fatalf("Render succeeded, want a %s error:\n%s", tc.reason, out)
 			}
@@ -237,7 +237,7 @@ func TestRenderAcceptsPackagesAtTheCaps(t *testing.T) {
 	for i := len(files); i < MaxPackageFiles; i++ {
 		files[fmt.Sprintf("docs/%03d.md", i)] = "notes"
 	}
-	out, err := NewSource(packageTree(t, files), "").Render(Resolved{Addon: "demo", Version: "1.0.0"})
+	out, err := NewCatalog(packageTree(t, files), "").Render(Resolved{Addon: "demo", Version: "1.0.0"})
 	if err != nil {
 		t.Fatalf("Render of a package at the caps: %v", err)
 	}
@@ -286,7 +286,7 @@ func TestPackageFileSystemHoldsOnlyThePackage(t *testing.T) {
 		"kustomization.yaml": kustomization + "resources:\n- ../0.9.0\n",
 		"sub/configmap.yaml": configMap,
 	})
-	s := NewSource(dir, "")
+	s := NewCatalog(dir, "")
 	files, err := readPackage(s.FS(), "packages/demo/1.0.0", "demo/1.0.0")
 	if err != nil {
 		t.Fatal(err)
@@ -343,7 +343,7 @@ func TestRenderMakesNoRequestForARemoteBase(t *testing.T) {
 				"kustomization.yaml": kustomization + "resources:\n- configmap.yaml\n- " + ref + "\n",
 				"configmap.yaml":     configMap,
 			})
-			_, err := NewSource(dir, "").Render(Resolved{Addon: "demo", Version: "1.0.0"})
+			_, err := NewCatalog(dir, "").Render(Resolved{Addon: "demo", Version: "1.0.0"})
 			if ReasonOf(err) != addonsv1alpha1.ReasonPackageRefused || !strings.Contains(err.Error(), ref) {
 				t.Errorf("Render error = %v, want PackageRefused naming %s", err, ref)
 			}
@@ -424,11 +424,11 @@ func symlink(t *testing.T, target, link string) {
 
 // shippedPackages returns a source of the shipped channels and the folder of each of its
 // packages.
-func shippedPackages(t *testing.T) (*Source, []string) {
+func shippedPackages(t *testing.T) (*Catalog, []string) {
 	t.Helper()
 	packages, err := filepath.Glob(filepath.Join(shippedDir, "packages", "*", "*"))
 	if err != nil || len(packages) == 0 {
 		t.Fatalf("no shipped packages: %v", err)
 	}
-	return NewSource(shippedDir, ""), packages
+	return NewCatalog(shippedDir, ""), packages
 }

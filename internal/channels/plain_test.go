@@ -246,7 +246,7 @@ func TestShippedPackagesArePlain(t *testing.T) {
 // times the cap of a kustomize build, renders all of them in order.
 func TestRenderPlainPackageBeyondTheKustomizeCap(t *testing.T) {
 	const n = 5 * MaxPackageObjects
-	out, err := NewSource(packageTree(t, map[string]string{
+	out, err := NewCatalog(packageTree(t, map[string]string{
 		"kustomization.yaml": kustomization + "resources:\n- configmaps.yaml\n- configmap.yaml\n",
 		"configmaps.yaml":    configMaps(n),
 		"configmap.yaml":     configMap,

@@ -11,7 +11,7 @@ import (
 // anywhere. Inside a package, readPackage refuses symbolic links altogether.
 //
 // Each call opens the directory again, so that a directory replaced or created after the
-// Source is read as it is now.
+// Catalog is read as it is now.
 type rootFS string
 
 // fsys opens the directory and returns the file system of its os.Root, and a function

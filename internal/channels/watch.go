@@ -22,7 +22,7 @@ var watchers sync.Map
 // changes (checked every interval), so that an add-on stalled on a broken channel file or
 // package is reconciled again once the file is fixed, without a spec change. A source
 // read from an embedded file system never changes: Changes returns nil for it.
-func (s *Source) Changes(interval time.Duration) <-chan event.GenericEvent {
+func (s *Catalog) Changes(interval time.Duration) <-chan event.GenericEvent {
 	if s.dir == "" {
 		return nil
 	}
@@ -38,7 +38,7 @@ func (s *Source) Changes(interval time.Duration) <-chan event.GenericEvent {
 
 // poll compares the fingerprint of the whole source every interval, for as long as the
 // process runs, and notifies every subscriber when it moved.
-func (w *watcher) poll(s *Source, interval time.Duration) {
+func (w *watcher) poll(s *Catalog, interval time.Duration) {
 	last := sourceFingerprint(s)
 	for range time.Tick(interval) {
 		now := sourceFingerprint(s)
@@ -60,7 +60,7 @@ func (w *watcher) poll(s *Source, interval time.Duration) {
 
 // sourceFingerprint is the fingerprint of the whole source, or the error that kept it
 // from being read: a source that cannot be read, or can again, has changed.
-func sourceFingerprint(s *Source) string {
+func sourceFingerprint(s *Catalog) string {
 	fp, err := fingerprint(s.fsys, ".")
 	if err != nil {
 		return "unreadable: " + err.Error()

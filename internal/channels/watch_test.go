@@ -14,7 +14,7 @@ func TestChangesFollowsADirectorySource(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "stable"), []byte("manifests: []\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s := NewSource(dir, "")
+	s := NewCatalog(dir, "")
 	changes := s.Changes(20 * time.Millisecond)
 	select {
 	case <-changes:
@@ -30,7 +30,7 @@ func TestChangesFollowsADirectorySource(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the change of channels/stable was not reported")
 	}
-	if NewFSSource(fstest.MapFS{}, "builtin", "").Changes(time.Millisecond) != nil {
+	if NewFSCatalog(fstest.MapFS{}, "builtin", "").Changes(time.Millisecond) != nil {
 		t.Error("an embedded source reports changes")
 	}
 }

@@ -21,7 +21,7 @@ func (r *Reconciler) apply(ctx context.Context, st *reconcileState) outcome {
 	if st.plan.skip {
 		log.FromContext(ctx).V(1).Info("Nothing to apply: the cache matches the manifests")
 		st.addon.GetAddonStatus().AppliedSpecHash = specHash(st.addon)
-		recordSource(st.addon.GetAddonStatus(), st.source)
+		recordSource(st.addon.GetAddonStatus(), st.artifact)
 		return proceed()
 	}
 	status := st.addon.GetAddonStatus()
@@ -66,7 +66,7 @@ func (r *Reconciler) apply(ctx context.Context, st *reconcileState) outcome {
 		return applyOutcome(err)
 	}
 	recordApplied(status, generation, st.resolved.Version, time.Now())
-	recordSource(status, st.source)
+	recordSource(status, st.artifact)
 	status.AppliedSpecHash = specHash(st.addon)
 	recordAdopted(status, res.Adopted)
 	return proceed()

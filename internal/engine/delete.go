@@ -49,10 +49,10 @@ func readyMessage(obj addonsv1alpha1.Addon) string {
 // add-on's namespace gives.
 func (r *Reconciler) deletionSource(obj addonsv1alpha1.Addon) SourceArtifact {
 	name := obj.GetAddonSpec().SourceRef
-	if name == "" || r.opts.Sources == nil {
+	if name == "" || r.opts.Artifacts == nil {
 		return SourceArtifact{}
 	}
-	src, err := r.opts.Sources.Lookup(name)
+	src, err := r.opts.Artifacts.Lookup(name)
 	if err != nil {
 		return SourceArtifact{}
 	}

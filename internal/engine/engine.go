@@ -94,7 +94,7 @@ func (d Definition) TargetNamespace(addon addonsv1alpha1.Addon) string {
 // Options are the settings every add-on controller shares.
 type Options struct {
 	// Source resolves and renders the channel packages.
-	Source *channels.Source
+	Catalog *channels.Catalog
 	// Concurrency returns how many add-ons of a kind may be reconciled in parallel (the
 	// configuration's ConcurrencyFor). Nil or a result below 1 means
 	// DefaultMaxConcurrentReconciles.
@@ -114,7 +114,7 @@ type Options struct {
 	// Sources holds the artifacts of the AddonSources that add-ons name in
 	// spec.sourceRef. Nil means no AddonSource is served: such add-ons wait with
 	// SourceNotReady.
-	Sources *SourceRegistry
+	Artifacts *ArtifactRegistry
 	// Operator identifies the running operator to the pre-flight checks of a source's
 	// bundle metadata.
 	Operator OperatorIdentity
@@ -158,7 +158,7 @@ type Reconciler struct {
 	reader   client.Reader
 	scheme   *runtime.Scheme
 	mapper   meta.RESTMapper
-	source   *channels.Source
+	catalog  *channels.Catalog
 	recorder events.EventRecorder
 	opts     Options
 	renders  renderCache
@@ -188,7 +188,7 @@ func New(mgr ctrl.Manager, def Definition, opts Options) (*Reconciler, error) {
 // NewWithClients builds the reconciler of def on the given clients. Tools that only
 // render (golden tests, the kubectl plugin) pass clients that need no cluster.
 func NewWithClients(def Definition, opts Options, c Clients) (*Reconciler, error) {
-	if opts.Source == nil {
+	if opts.Catalog == nil {
 		return nil, errors.New("engine options need a channels Source")
 	}
 	gvk, err := apiutil.GVKForObject(def.Prototype, c.Scheme)
@@ -204,7 +204,7 @@ func NewWithClients(def Definition, opts Options, c Clients) (*Reconciler, error
 		reader:   c.Reader,
 		scheme:   c.Scheme,
 		mapper:   c.Mapper,
-		source:   opts.Source,
+		catalog:  opts.Catalog,
 		recorder: c.Recorder,
 		opts:     opts,
 		echoes:   echoes,
@@ -219,11 +219,11 @@ type reconcileState struct {
 	addon addonsv1alpha1.Addon
 	// settings is this reconcile's snapshot of the operator-wide settings.
 	settings Settings
-	// source is the AddonSource artifact the add-on's packages come from, set by
+	// artifact is the AddonSource artifact the add-on's packages come from, set by
 	// resolve; zero for the packages built into the operator.
-	source SourceArtifact
-	// channels resolves and renders the packages: the source's, or the built-in ones.
-	channels *channels.Source
+	artifact SourceArtifact
+	// catalog resolves and renders the packages: the artifact's, or the built-in ones.
+	catalog *channels.Catalog
 	// resolved is the package to apply, set by resolve.
 	resolved channels.Resolved
 	// channel is the channel the version was resolved from; empty for a pinned version.

@@ -45,8 +45,8 @@ func testReconciler(t *testing.T, opts Options, objs ...client.Object) (*Reconci
 		WithIndex(&addonsv1alpha1.CoreDNS{}, DependencyField, func(o client.Object) []string {
 			return def.dependencyKeys(o.(addonsv1alpha1.Addon))
 		}).Build()
-	if opts.Source == nil {
-		opts.Source = channels.NewSource(filepath.Join("..", "..", "channels"), "")
+	if opts.Catalog == nil {
+		opts.Catalog = channels.NewCatalog(filepath.Join("..", "..", "channels"), "")
 	}
 	r, err := NewWithClients(def, opts, Clients{Client: c, Reader: c, Scheme: s, Mapper: testMapper(s)})
 	if err != nil {

@@ -146,11 +146,11 @@ func (r *Reconciler) actingAs(st *reconcileState) identity {
 
 // impersonate is the phase that decides whom the rest of the reconcile acts as.
 func (r *Reconciler) impersonate(_ context.Context, st *reconcileState) outcome {
-	id, refusal, err := r.identityFor(st.addon, st.settings.Tenancy, st.source)
+	id, refusal, err := r.identityFor(st.addon, st.settings.Tenancy, st.artifact)
 	switch {
 	case err != nil:
 		return failed(addonsv1alpha1.ReasonForbidden, err)
-	case refusal != "" && st.source.Name != "" && st.settings.Tenancy.Trusts(st.addon.GetNamespace()):
+	case refusal != "" && st.artifact.Name != "" && st.settings.Tenancy.Trusts(st.addon.GetNamespace()):
 		return refused(addonsv1alpha1.ReasonSourceNotTrusted, refusal)
 	case refusal != "":
 		return refused(addonsv1alpha1.ReasonNotPermitted, refusal)

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"testing"
-
 )
 
 func TestMirrorImage(t *testing.T) {

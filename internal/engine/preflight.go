@@ -32,7 +32,7 @@ type OperatorIdentity struct {
 // runs keeps running. The add-on is checked again when the source or the spec changes,
 // and after a while, since the cluster may be upgraded.
 func (r *Reconciler) preflight(ctx context.Context, st *reconcileState) outcome {
-	pkg, err := sources.ReadPackageMetadata(st.channels.FS(), st.resolved.Addon, st.resolved.Version)
+	pkg, err := sources.ReadPackageMetadata(st.catalog.FS(), st.resolved.Addon, st.resolved.Version)
 	if err != nil {
 		return stalled(addonsv1alpha1.ReasonRenderFailed, err)
 	}
@@ -40,7 +40,7 @@ func (r *Reconciler) preflight(ctx context.Context, st *reconcileState) outcome 
 		what     string
 		metadata sources.Metadata
 	}{
-		{what: "AddonSource " + st.source.Name, metadata: st.source.Metadata},
+		{what: "AddonSource " + st.artifact.Name, metadata: st.artifact.Metadata},
 		{what: fmt.Sprintf("package %s/%s", st.resolved.Addon, st.resolved.Version), metadata: pkg},
 	}
 	for _, c := range checks {

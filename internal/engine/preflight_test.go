@@ -75,7 +75,7 @@ func TestResolveAndPreflight(t *testing.T) {
 			wantReason: addonsv1alpha1.ReasonOperatorTooOld, wantMessage: "package coredns/1.12.1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			registry := NewSourceRegistry("")
+			registry := NewArtifactRegistry("")
 			if tc.artifact != nil {
 				a := *tc.artifact
 				switch a.Dir {
@@ -86,7 +86,7 @@ func TestResolveAndPreflight(t *testing.T) {
 				}
 				registry.Set("platform", &a, SourceTrust{AsOperator: true, Pinned: true})
 			}
-			r, _ := testReconciler(t, Options{Sources: registry, Operator: tc.operator})
+			r, _ := testReconciler(t, Options{Artifacts: registry, Operator: tc.operator})
 			addon := &addonsv1alpha1.CoreDNS{ObjectMeta: metav1.ObjectMeta{Name: "coredns", Namespace: "kube-system", Generation: 1}}
 			addon.Spec.CommonSpec = addonv1alpha1.CommonSpec{Version: "1.12.1"}
 			addon.Spec.SourceRef = tc.sourceRef
@@ -96,11 +96,11 @@ func TestResolveAndPreflight(t *testing.T) {
 				if out.stop {
 					t.Fatalf("stopped with %s: %s", out.reason, out.message)
 				}
-				if tc.artifact != nil && (st.source.Digest != tc.artifact.Digest || st.channels == r.source) {
-					t.Errorf("source = %+v, want the artifact %s", st.source, tc.artifact.Digest)
+				if tc.artifact != nil && (st.artifact.Digest != tc.artifact.Digest || st.catalog == r.catalog) {
+					t.Errorf("source = %+v, want the artifact %s", st.artifact, tc.artifact.Digest)
 				}
-				if tc.artifact == nil && st.channels != r.source {
-					t.Errorf("channels = %v, want the built-in source", st.channels.Name())
+				if tc.artifact == nil && st.catalog != r.catalog {
+					t.Errorf("channels = %v, want the built-in source", st.catalog.Name())
 				}
 				return
 			}
@@ -124,7 +124,7 @@ func TestResolveAndPreflight(t *testing.T) {
 // it; a failed source keeps its artifact; a removed one has none.
 func TestSourceRegistry(t *testing.T) {
 	dir := treeWithPackageMetadata(t, "")
-	r := NewSourceRegistry("")
+	r := NewArtifactRegistry("")
 	a := &sources.Artifact{Revision: "v1", Digest: "sha256:aa", Dir: dir}
 	if !r.Set("one", a, SourceTrust{}) || !r.Set("two", a, SourceTrust{}) {
 		t.Fatal("Set of a new artifact reported no change")
@@ -137,7 +137,7 @@ func TestSourceRegistry(t *testing.T) {
 	if err := errors.Join(err1, err2); err != nil {
 		t.Fatal(err)
 	}
-	if one.Channels != two.Channels {
+	if one.Catalog != two.Catalog {
 		t.Error("two sources with one digest have two channels Sources")
 	}
 	r.Fail("one", "FetchFailed", "connection refused")

@@ -125,10 +125,10 @@ func (r *Reconciler) render(ctx context.Context, st *reconcileState) outcome {
 		}
 		in.Inputs, inputsKey = value, string(key)
 	}
-	key := strings.Join([]string{st.source.Digest, st.resolved.Version, inputsKey, st.settings.RegistryMirror}, "\x00")
+	key := strings.Join([]string{st.artifact.Digest, st.resolved.Version, inputsKey, st.settings.RegistryMirror}, "\x00")
 	name := types.NamespacedName{Namespace: st.addon.GetNamespace(), Name: st.addon.GetName()}
 
-	manifest, err := st.channels.Render(st.resolved)
+	manifest, err := st.catalog.Render(st.resolved)
 	if err != nil {
 		return renderFailure(err, r.gvk.Kind, st.resolved.Version)
 	}

@@ -20,13 +20,13 @@ func (r *Reconciler) resolve(_ context.Context, st *reconcileState) outcome {
 	if spec.Version == "" && spec.Channel == "" {
 		spec.Channel = st.settings.DefaultChannel
 		if spec.Channel == "" {
-			spec.Channel = st.channels.DefaultChannel()
+			spec.Channel = st.catalog.DefaultChannel()
 		}
 	}
 	if spec.Version == "" {
 		st.channel = spec.Channel
 	}
-	resolved, err := st.channels.Resolve(st.addon.ComponentName(), spec)
+	resolved, err := st.catalog.Resolve(st.addon.ComponentName(), spec)
 	if err != nil {
 		return stalled(channels.ReasonOf(err), err)
 	}
@@ -42,18 +42,18 @@ func (r *Reconciler) resolve(_ context.Context, st *reconcileState) outcome {
 func (r *Reconciler) resolveSource(st *reconcileState) outcome {
 	name := st.addon.GetAddonSpec().SourceRef
 	if name == "" {
-		st.channels = r.source
+		st.catalog = r.catalog
 		return proceed()
 	}
-	if r.opts.Sources == nil {
+	if r.opts.Artifacts == nil {
 		return progressing(addonsv1alpha1.ReasonSourceNotReady,
 			fmt.Sprintf("AddonSource %s cannot be used: this manager serves no AddonSources", name))
 	}
-	artifact, err := r.opts.Sources.Lookup(name)
+	artifact, err := r.opts.Artifacts.Lookup(name)
 	if err != nil {
 		return progressing(addonsv1alpha1.ReasonSourceNotReady, err.Error())
 	}
-	st.source, st.channels = artifact, artifact.Channels
+	st.artifact, st.catalog = artifact, artifact.Catalog
 	return proceed()
 }
 

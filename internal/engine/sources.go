@@ -32,7 +32,7 @@ type SourceArtifact struct {
 	// Channels resolves and renders the artifact's packages. One Source exists per
 	// digest, shared by every add-on and every AddonSource with that digest, so a package
 	// is built once per revision.
-	Channels *channels.Source
+	Catalog *channels.Catalog
 	// Trust is what the AddonSource says about whom its packages are applied as.
 	Trust SourceTrust
 }
@@ -93,32 +93,32 @@ func sourceIdentity(artifact SourceArtifact, addon addonsv1alpha1.Addon, needIde
 		"the operator's own image, spec.applyAsOperator", artifact.Name, addon.GetNamespace())
 }
 
-// SourceRegistry holds the current artifact of every AddonSource. The AddonSource
+// ArtifactRegistry holds the current artifact of every AddonSource. The AddonSource
 // controller puts each artifact it fetched and verified here; add-ons that name the
 // source in spec.sourceRef resolve their packages from it. An artifact stays until a
 // newer one replaces it or the AddonSource is deleted: a source that cannot be fetched
 // any more keeps serving the last good artifact. It is safe for concurrent use.
-type SourceRegistry struct {
+type ArtifactRegistry struct {
 	defaultChannel string
 
 	mu       sync.Mutex
 	current  map[string]SourceArtifact
 	problems map[string]string
-	byDigest map[string]*channels.Source
+	byDigest map[string]*channels.Catalog
 	subs     []*sourceSubscriber
 }
 
-// NewSourceRegistry returns an empty registry. defaultChannel is the channel of add-ons
+// NewArtifactRegistry returns an empty registry. defaultChannel is the channel of add-ons
 // that name neither a version nor a channel, unless the operator's settings name one.
-func NewSourceRegistry(defaultChannel string) *SourceRegistry {
-	return &SourceRegistry{defaultChannel: defaultChannel, current: map[string]SourceArtifact{},
-		problems: map[string]string{}, byDigest: map[string]*channels.Source{}}
+func NewArtifactRegistry(defaultChannel string) *ArtifactRegistry {
+	return &ArtifactRegistry{defaultChannel: defaultChannel, current: map[string]SourceArtifact{},
+		problems: map[string]string{}, byDigest: map[string]*channels.Catalog{}}
 }
 
 // Set makes artifact, and what the AddonSource says about trusting it, the current one of
 // the AddonSource name. It reports whether either changed; when one did, every add-on
 // that uses the source is reconciled.
-func (r *SourceRegistry) Set(name string, artifact *sources.Artifact, trust SourceTrust) bool {
+func (r *ArtifactRegistry) Set(name string, artifact *sources.Artifact, trust SourceTrust) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.problems, name)
@@ -129,11 +129,11 @@ func (r *SourceRegistry) Set(name string, artifact *sources.Artifact, trust Sour
 	}
 	src, ok := r.byDigest[artifact.Digest]
 	if !ok {
-		src = channels.NewSource(artifact.Dir, r.defaultChannel)
+		src = channels.NewCatalog(artifact.Dir, r.defaultChannel)
 		r.byDigest[artifact.Digest] = src
 	}
 	r.current[name] = SourceArtifact{Name: name, Revision: artifact.Revision, Digest: artifact.Digest,
-		Metadata: artifact.Metadata, Channels: src, Trust: trust}
+		Metadata: artifact.Metadata, Catalog: src, Trust: trust}
 	if had {
 		r.release(previous.Digest)
 	}
@@ -143,7 +143,7 @@ func (r *SourceRegistry) Set(name string, artifact *sources.Artifact, trust Sour
 
 // Fail records why the AddonSource name has no artifact, for the add-ons that wait for
 // it. It does nothing when the source has one: add-ons keep using it.
-func (r *SourceRegistry) Fail(name, reason, message string) {
+func (r *ArtifactRegistry) Fail(name, reason, message string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.current[name]; ok {
@@ -159,7 +159,7 @@ func (r *SourceRegistry) Fail(name, reason, message string) {
 
 // Remove forgets the AddonSource name (it was deleted). Add-ons that use it stop with
 // SourceNotReady; nothing of them is pruned.
-func (r *SourceRegistry) Remove(name string) {
+func (r *ArtifactRegistry) Remove(name string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	previous, had := r.current[name]
@@ -176,7 +176,7 @@ func (r *SourceRegistry) Remove(name string) {
 
 // Lookup returns the current artifact of the AddonSource name, or an error that says why
 // there is none.
-func (r *SourceRegistry) Lookup(name string) (SourceArtifact, error) {
+func (r *ArtifactRegistry) Lookup(name string) (SourceArtifact, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if a, ok := r.current[name]; ok {
@@ -190,7 +190,7 @@ func (r *SourceRegistry) Lookup(name string) (SourceArtifact, error) {
 
 // release drops the channels Source of digest when no AddonSource uses it any more.
 // The caller holds r.mu.
-func (r *SourceRegistry) release(digest string) {
+func (r *ArtifactRegistry) release(digest string) {
 	for _, a := range r.current {
 		if a.Digest == digest {
 			return
@@ -208,7 +208,7 @@ type sourceSubscriber struct {
 }
 
 // notify tells every subscriber that name changed. The caller holds r.mu.
-func (r *SourceRegistry) notify(name string) {
+func (r *ArtifactRegistry) notify(name string) {
 	for _, s := range r.subs {
 		s.mu.Lock()
 		s.pending[name] = struct{}{}
@@ -223,7 +223,7 @@ func (r *SourceRegistry) notify(name string) {
 // watch returns a controller source that, each time an AddonSource's artifact changes,
 // enqueues the requests mapFn returns for its name. No change is lost: names are
 // collected until the controller handles them.
-func (r *SourceRegistry) watch(mapFn func(ctx context.Context, name string) []reconcile.Request) source.Source {
+func (r *ArtifactRegistry) watch(mapFn func(ctx context.Context, name string) []reconcile.Request) source.Source {
 	sub := &sourceSubscriber{pending: map[string]struct{}{}, wake: make(chan struct{}, 1)}
 	r.mu.Lock()
 	r.subs = append(r.subs, sub)

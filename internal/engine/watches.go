@@ -76,19 +76,19 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// A change of the operator's settings (OperatorConfig) reconciles every add-on.
 		b = b.WatchesRawSource(source.Channel(r.opts.Settings.subscribe(), handler.EnqueueRequestsFromMapFunc(r.mapAll)))
 	}
-	if changes := r.source.Changes(channelsRecheck); changes != nil {
+	if changes := r.catalog.Changes(channelsRecheck); changes != nil {
 		// A fixed channel file or package of a directory source reconciles every add-on,
 		// so those stalled on it recover without a spec change.
 		b = b.WatchesRawSource(source.Channel(changes, handler.EnqueueRequestsFromMapFunc(r.mapAll)))
 	}
-	if r.opts.Sources != nil {
+	if r.opts.Artifacts != nil {
 		// A new artifact of an AddonSource (or its loss) reconciles the add-ons that name
 		// it, found through the spec.sourceRef field index.
 		if err := mgr.GetFieldIndexer().IndexField(context.Background(), r.def.Prototype, SourceRefField,
 			func(o client.Object) []string { return sourceRefOf(o.(addonsv1alpha1.Addon)) }); err != nil {
 			return fmt.Errorf("indexing %s by %s: %w", r.gvk.Kind, SourceRefField, err)
 		}
-		b = b.WatchesRawSource(r.opts.Sources.watch(r.usersOf))
+		b = b.WatchesRawSource(r.opts.Artifacts.watch(r.usersOf))
 	}
 	for _, obj := range r.opts.ReconcileAllOn {
 		b = b.Watches(obj, handler.EnqueueRequestsFromMapFunc(r.mapAll))

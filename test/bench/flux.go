@@ -231,8 +231,8 @@ func readyTrue(u *unstructured.Unstructured) bool {
 // binding suffixed with the namespace), without kaddons' own labels, which would claim
 // the objects for kaddons.
 func renderInstances(ctx context.Context, s *scenario, dir string) error {
-	src := channels.NewSource(filepath.Join(s.o.repo, "channels"), "")
-	r, err := engine.NewWithClients(controllers.CoreDNSDefinition(), engine.Options{Source: src}, engine.Clients{
+	src := channels.NewCatalog(filepath.Join(s.o.repo, "channels"), "")
+	r, err := engine.NewWithClients(controllers.CoreDNSDefinition(), engine.Options{Catalog: src}, engine.Clients{
 		Client: s.cluster.client, Reader: s.cluster.client, Scheme: benchScheme, Mapper: s.cluster.client.RESTMapper(),
 		Recorder: &events.FakeRecorder{},
 	})

@@ -47,7 +47,7 @@ func renderBenchmarks(ctx context.Context, c *cluster, repo, work string) ([]ren
 	if err != nil {
 		return nil, fmt.Errorf("creating a manager for rendering: %w", err)
 	}
-	kaddons, err := engine.New(mgr, controllers.CoreDNSDefinition(), engine.Options{Source: channels.NewSource(dir, "")})
+	kaddons, err := engine.New(mgr, controllers.CoreDNSDefinition(), engine.Options{Catalog: channels.NewCatalog(dir, "")})
 	if err != nil {
 		return nil, fmt.Errorf("creating the kaddons engine: %w", err)
 	}
@@ -57,7 +57,7 @@ func renderBenchmarks(ctx context.Context, c *cluster, repo, work string) ([]ren
 	}
 	// The cold case bumps the modification time of the package's kustomization, so that
 	// the source sees a changed package and runs kustomize again.
-	resolved, err := channels.NewSource(dir, "").Resolve(coreDNS, addonv1alpha1.CommonSpec{})
+	resolved, err := channels.NewCatalog(dir, "").Resolve(coreDNS, addonv1alpha1.CommonSpec{})
 	if err != nil {
 		return nil, fmt.Errorf("resolving the CoreDNS package: %w", err)
 	}

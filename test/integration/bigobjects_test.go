@@ -187,7 +187,7 @@ func TestObjectsAtTheAPIServersSizeLimits(t *testing.T) {
 		Children:  []schema.GroupVersionKind{corev1.SchemeGroupVersion.WithKind("ConfigMap"), crdGVK},
 	}
 	dir := t.TempDir()
-	r, err := engine.New(mgr, def, engine.Options{Source: channels.NewSource(dir, "")})
+	r, err := engine.New(mgr, def, engine.Options{Catalog: channels.NewCatalog(dir, "")})
 	if err != nil {
 		t.Fatal(err)
 	}

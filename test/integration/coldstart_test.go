@@ -104,8 +104,8 @@ func startManager(t *testing.T, cfg *rest.Config, scheme *runtime.Scheme, log *w
 	if err != nil {
 		t.Fatal(err)
 	}
-	source := channels.NewSource(filepath.Join("..", "..", "channels"), "")
-	if err := controllers.SetupWithManager(mgr, engine.Options{Source: source,
+	source := channels.NewCatalog(filepath.Join("..", "..", "channels"), "")
+	if err := controllers.SetupWithManager(mgr, engine.Options{Catalog: source,
 		Settings: engine.NewSettingsStore(engine.Settings{}), Sealer: sealer}); err != nil {
 		t.Fatal(err)
 	}

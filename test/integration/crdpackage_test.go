@@ -70,9 +70,9 @@ func TestPackageWithCRDAndCustomResourceConverges(t *testing.T) {
 			widgetGVK,
 		},
 	}
-	source := channels.NewSource(filepath.Join("testdata", "channels"), "")
+	source := channels.NewCatalog(filepath.Join("testdata", "channels"), "")
 	// Reconcile is driven by hand: a watch on Widget could not start before its CRD exists.
-	r, err := engine.New(mgr, def, engine.Options{Source: source})
+	r, err := engine.New(mgr, def, engine.Options{Catalog: source})
 	g.Expect(err).NotTo(HaveOccurred())
 	go func() { _ = mgr.Start(ctx) }()
 	g.Expect(mgr.GetCache().WaitForCacheSync(ctx)).To(BeTrue())

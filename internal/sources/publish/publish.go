@@ -119,7 +119,7 @@ func Build(dir string, opts BuildOptions) (v1.Image, sources.Bundle, error) {
 // ValidateTree checks a channels tree: every channel file parses and lists packages that
 // exist; every package renders with kustomize and has valid metadata.
 func ValidateTree(tree string) error {
-	src := channels.NewSource(tree, "")
+	src := channels.NewCatalog(tree, "")
 	names := src.Channels()
 	if len(names) == 0 {
 		return fmt.Errorf("%s has no channel file", tree)

@@ -1,8 +1,8 @@
-// Package sourcectl is the logic of the AddonSource controller: it turns an AddonSource
+// Package addonsource is the logic of the AddonSource controller: it turns an AddonSource
 // and the Secrets it names into a fetch request (internal/sources), and the result of a
 // fetch and of its pre-flight check into the AddonSource's status. It reads the cluster
 // only through the reader it is given and writes nothing.
-package sourcectl
+package addonsource
 
 import (
 	"context"

@@ -79,9 +79,9 @@ type Resolved struct {
 	Channel string
 }
 
-// Source resolves and renders packages from a channels file system. It is safe for
+// Catalog resolves and renders packages from a channels file system. It is safe for
 // concurrent use.
-type Source struct {
+type Catalog struct {
 	fsys           fs.FS
 	name           string
 	dir            string
@@ -107,24 +107,24 @@ type cachedRender struct {
 	manifest    string
 }
 
-// NewSource returns a Source reading the directory dir. defaultChannel applies to add-ons
+// NewCatalog returns a Source reading the directory dir. defaultChannel applies to add-ons
 // that name neither a version nor a channel; empty means DefaultChannel. No path, not
 // even through a symbolic link, resolves outside dir (see rootFS).
-func NewSource(dir, defaultChannel string) *Source {
-	s := NewFSSource(rootFS(dir), dir, defaultChannel)
+func NewCatalog(dir, defaultChannel string) *Catalog {
+	s := NewFSCatalog(rootFS(dir), dir, defaultChannel)
 	s.dir = dir
 	return s
 }
 
-// NewFSSource returns a Source reading fsys, whose root holds the channel files and
+// NewFSCatalog returns a Source reading fsys, whose root holds the channel files and
 // packages/. name describes it in logs and errors (a path, or "builtin").
 // defaultChannel applies to add-ons that name neither a version nor a channel; empty
 // means DefaultChannel.
-func NewFSSource(fsys fs.FS, name, defaultChannel string) *Source {
+func NewFSCatalog(fsys fs.FS, name, defaultChannel string) *Catalog {
 	if defaultChannel == "" {
 		defaultChannel = DefaultChannel
 	}
-	return &Source{
+	return &Catalog{
 		fsys:           fsys,
 		name:           name,
 		defaultChannel: defaultChannel,
@@ -134,20 +134,20 @@ func NewFSSource(fsys fs.FS, name, defaultChannel string) *Source {
 }
 
 // DefaultChannel returns the channel of add-ons that name neither a version nor a channel.
-func (s *Source) DefaultChannel() string { return s.defaultChannel }
+func (s *Catalog) DefaultChannel() string { return s.defaultChannel }
 
 // Dir returns the channels directory, or "" when the source is not a directory on disk.
-func (s *Source) Dir() string { return s.dir }
+func (s *Catalog) Dir() string { return s.dir }
 
-// Name describes the source: its directory, or the name NewFSSource was given.
-func (s *Source) Name() string { return s.name }
+// Name describes the source: its directory, or the name NewFSCatalog was given.
+func (s *Catalog) Name() string { return s.name }
 
 // FS returns the file system the source reads.
-func (s *Source) FS() fs.FS { return s.fsys }
+func (s *Catalog) FS() fs.FS { return s.fsys }
 
 // Resolve picks the package for addon: spec.version wins, otherwise the version the
 // channel (or the default channel) lists.
-func (s *Source) Resolve(addon string, spec addonv1alpha1.CommonSpec) (Resolved, error) {
+func (s *Catalog) Resolve(addon string, spec addonv1alpha1.CommonSpec) (Resolved, error) {
 	if spec.Version != "" {
 		if !validVersion(spec.Version) {
 			return Resolved{}, errorf(addonsv1alpha1.ReasonInvalidVersion, nil,
@@ -183,7 +183,7 @@ func (s *Source) Resolve(addon string, spec addonv1alpha1.CommonSpec) (Resolved,
 }
 
 // channel returns the parsed channel file, reading it again only when it changed.
-func (s *Source) channel(name string) (*Channel, error) {
+func (s *Catalog) channel(name string) (*Channel, error) {
 	info, err := fs.Stat(s.fsys, name)
 	if err != nil || info.IsDir() {
 		return nil, errorf(addonsv1alpha1.ReasonChannelNotFound, nil, "channel %q does not exist (known channels: %s)",
@@ -243,7 +243,7 @@ func ParseChannel(data []byte) (*Channel, error) {
 }
 
 // Channels lists the channel files of the source.
-func (s *Source) Channels() []string {
+func (s *Catalog) Channels() []string {
 	entries, _ := fs.ReadDir(s.fsys, ".")
 	var names []string
 	for _, e := range entries {
@@ -256,7 +256,7 @@ func (s *Source) Channels() []string {
 }
 
 // Versions lists the package versions available for addon, sorted.
-func (s *Source) Versions(addon string) []string {
+func (s *Catalog) Versions(addon string) []string {
 	if !validAddon.MatchString(addon) {
 		return nil
 	}
@@ -272,7 +272,7 @@ func (s *Source) Versions(addon string) []string {
 }
 
 // checkPackage reports VersionNotFound when addon has no package at version.
-func (s *Source) checkPackage(addon, version string) error {
+func (s *Catalog) checkPackage(addon, version string) error {
 	if _, err := fs.Stat(s.fsys, path.Join(packageDir(addon, version), "kustomization.yaml")); err != nil {
 		available := s.Versions(addon)
 		return errorf(addonsv1alpha1.ReasonVersionNotFound, nil, "%s has no version %q (available: %s)",
@@ -298,7 +298,7 @@ func packageDir(addon, version string) string {
 // objects; any other package is built by kustomize on an in-memory copy of
 // packages/<addon>/<version>/ alone, on disk or embedded alike, and may hold up to
 // MaxPackageObjects.
-func (s *Source) Render(r Resolved) (string, error) {
+func (s *Catalog) Render(r Resolved) (string, error) {
 	if !validAddon.MatchString(r.Addon) || !validVersion(r.Version) {
 		return "", errorf(addonsv1alpha1.ReasonVersionNotFound, nil, "%s has no version %q", r.Addon, r.Version)
 	}

@@ -96,7 +96,7 @@ func TestResolve(t *testing.T) {
 			reason: addonsv1alpha1.ReasonChannelNotFound, message: "manifests[0] has no name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := NewSource(dir, tc.defaultChannel).Resolve(tc.addon, tc.spec)
+			got, err := NewCatalog(dir, tc.defaultChannel).Resolve(tc.addon, tc.spec)
 			if tc.reason == "" {
 				if err != nil {
 					t.Fatalf("Resolve: %v", err)
@@ -165,7 +165,7 @@ func TestParseChannel(t *testing.T) {
 
 func TestRenderCachesUntilAFileChanges(t *testing.T) {
 	dir := testTree(t)
-	s := NewSource(dir, "")
+	s := NewCatalog(dir, "")
 	r := Resolved{Addon: "demo", Version: "1.0.0"}
 	first, err := s.Render(r)
 	if err != nil {
@@ -189,7 +189,7 @@ func TestRenderCachesUntilAFileChanges(t *testing.T) {
 }
 
 func TestRenderReportsBrokenPackage(t *testing.T) {
-	_, err := NewSource(testTree(t), "").Render(Resolved{Addon: "demo", Version: "bad"})
+	_, err := NewCatalog(testTree(t), "").Render(Resolved{Addon: "demo", Version: "bad"})
 	if err == nil {
 		t.Fatal("Render of a package listing a missing file succeeded")
 	}
@@ -199,7 +199,7 @@ func TestRenderReportsBrokenPackage(t *testing.T) {
 }
 
 func TestRepositoryChannelsResolve(t *testing.T) {
-	s := NewSource(filepath.Join("..", "..", "channels"), "")
+	s := NewCatalog(filepath.Join("..", "..", "channels"), "")
 	for _, channel := range s.Channels() {
 		data, err := os.ReadFile(filepath.Join(s.Dir(), channel))
 		if err != nil {
@@ -226,8 +226,8 @@ func TestRepositoryChannelsResolve(t *testing.T) {
 // the channels embedded in the binary and from the channels folder: both must list the
 // same channels and versions and render the same objects.
 func TestEmbeddedChannelsMatchTheDirectory(t *testing.T) {
-	embedded := NewFSSource(shipped.FS, "builtin", "")
-	dir := NewSource(filepath.Join("..", "..", "channels"), "")
+	embedded := NewFSCatalog(shipped.FS, "builtin", "")
+	dir := NewCatalog(filepath.Join("..", "..", "channels"), "")
 	if got, want := embedded.Channels(), dir.Channels(); strings.Join(got, ",") != strings.Join(want, ",") || len(got) == 0 {
 		t.Fatalf("embedded channels %v, directory channels %v", got, want)
 	}
@@ -283,7 +283,7 @@ func TestFSSource(t *testing.T) {
 		"packages/other/1.0.0/kustomization.yaml": {Data: []byte("resources:\n- secret.yaml\n")},
 		"packages/other/1.0.0/secret.yaml":        {Data: []byte("apiVersion: v1\nkind: Secret\nmetadata:\n  name: other\n")},
 	}
-	s := NewFSSource(fsys, "memory", "")
+	s := NewFSCatalog(fsys, "memory", "")
 	if got := s.Channels(); strings.Join(got, ",") != "stable" {
 		t.Errorf("Channels() = %v, want [stable]", got)
 	}
@@ -340,7 +340,7 @@ func TestDirectorySourceRefusesSymlinks(t *testing.T) {
 	if err := os.Symlink(filepath.Join(data, "configmap.yaml"), filepath.Join(pkg, "configmap.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	s := NewSource(dir, "")
+	s := NewCatalog(dir, "")
 	r := Resolved{Addon: "demo", Version: "1.0.0"}
 	_, err := s.Render(r)
 	if err == nil || ReasonOf(err) != addonsv1alpha1.ReasonPackageRefused ||
@@ -384,7 +384,7 @@ func TestDirectorySourceRefusesSymlinks(t *testing.T) {
 // BenchmarkRenderCached measures what every reconcile of an add-on pays to render its
 // package once it is cached: checking that no file of the package changed.
 func BenchmarkRenderCached(b *testing.B) {
-	s := NewSource(filepath.Join("..", "..", "channels"), "")
+	s := NewCatalog(filepath.Join("..", "..", "channels"), "")
 	r := Resolved{Addon: "coredns", Version: "1.12.1"}
 	if _, err := s.Render(r); err != nil {
 		b.Fatal(err)

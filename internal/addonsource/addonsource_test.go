@@ -1,4 +1,4 @@
-package sourcectl
+package addonsource
 
 import (
 	"context"
