@@ -13,27 +13,29 @@ import (
 )
 
 // apply hands the rendered objects, with owner references, to the identity's ssa.Manager:
-// staged server-side apply with inventory prune. It records the new inventory and the applied
-// version in the status, and maps a failure to its condition through applyFailures. The
-// engine calls its own apply library rather than KDP's Reconcile, which would render the
-// package a second time and GET every object uncached.
+// staged server-side apply with inventory prune (write), then records what it did in the
+// status (recordApply) and maps a failure to its condition through applyFailures. When
+// plan found nothing to write, it only records that the spec is applied. The engine calls
+// its own apply library rather than KDP's Reconcile, which would render the package a
+// second time and GET every object uncached.
 func (r *Reconciler) apply(ctx context.Context, st *reconcileState) outcome {
+	var err error
 	if st.plan.skip {
 		log.FromContext(ctx).V(1).Info("Nothing to apply: the cache matches the manifests")
-		st.addon.GetAddonStatus().AppliedSpecHash = specHash(st.addon)
-		recordSource(st.addon.GetAddonStatus(), st.artifact)
-		return proceed()
+	} else {
+		err = r.write(ctx, st)
 	}
-	status := st.addon.GetAddonStatus()
-	generation := st.addon.GetGeneration()
+	recordApply(st, err, time.Now())
+	return applyOutcome(err)
+}
+
+// write applies the rendered objects as the reconcile's identity and keeps what the apply
+// did in st.applied. The objects to inventory are recorded ahead of the first write
+// (writeAhead), which refuses a set too large for the inventory before anything is
+// written.
+func (r *Reconciler) write(ctx context.Context, st *reconcileState) error {
 	objects := r.withOwnerReferences(st.addon, st.rendered.objects)
-	rendered := make([]addonsv1alpha1.ObjectReference, 0, len(objects))
-	for _, u := range objects {
-		rendered = append(rendered, ssa.RefOf(u))
-	}
-	if err := checkInventorySize(rendered); err != nil {
-		return stalled(addonsv1alpha1.ReasonInventoryTooLarge, err)
-	}
+	status := st.addon.GetAddonStatus()
 	req := ssa.Request{
 		Objects:  objects,
 		Previous: status.Inventory.Objects(),
@@ -42,7 +44,7 @@ func (r *Reconciler) apply(ctx context.Context, st *reconcileState) outcome {
 		Excluded: st.plan.excluded,
 		Kind:     r.gvk.Kind,
 		Owner:    types.NamespacedName{Namespace: st.addon.GetNamespace(), Name: st.addon.GetName()},
-		InputsChanged: status.ObservedGeneration != generation || status.AppliedVersion != st.resolved.Version ||
+		InputsChanged: status.ObservedGeneration != st.addon.GetGeneration() || status.AppliedVersion != st.resolved.Version ||
 			status.Inventory.Len() == 0,
 		BeforeWrites: func(ctx context.Context, desired []addonsv1alpha1.ObjectReference) error {
 			return r.writeAhead(ctx, st, desired)
@@ -52,24 +54,9 @@ func (r *Reconciler) apply(ctx context.Context, st *reconcileState) outcome {
 	if up := st.addon.GetAddonSpec().Upgrade; up != nil {
 		req.RecreateOnImmutable = up.RecreateOnImmutable
 	}
-	res, err := r.actingAs(st).manager.Apply(ctx, req)
-	st.applied = res
-	if res.Inventory != nil {
-		status.Inventory = addonsv1alpha1.NewInventory(res.Inventory)
-	}
-	if (err == nil || errorIs[*ssa.PruneError](err)) && st.record != "" {
-		// Every object was written and whatever left the set was pruned or kept in the
-		// inventory: the inventory covers the write-ahead record now.
-		status.InventoryRecord = st.record
-	}
-	if err != nil {
-		return applyOutcome(err)
-	}
-	recordApplied(status, generation, st.resolved.Version, time.Now())
-	recordSource(status, st.artifact)
-	status.AppliedSpecHash = specHash(st.addon)
-	recordAdopted(status, res.Adopted)
-	return proceed()
+	var err error
+	st.applied, err = r.actingAs(st).manager.Apply(ctx, req)
+	return err
 }
 
 // withOwnerReferences returns copies of the rendered objects (the render cache's copies
@@ -124,8 +111,11 @@ var applyFailures = []struct {
 const adoptionRetry = time.Minute
 
 // applyOutcome maps an apply error to its outcome through applyFailures; anything else
-// is ApplyFailed and retried.
+// is ApplyFailed and retried. No error is no outcome: the reconcile goes on.
 func applyOutcome(err error) outcome {
+	if err == nil {
+		return proceed()
+	}
 	for _, f := range applyFailures {
 		if !f.is(err) {
 			continue

@@ -101,27 +101,6 @@ func upgradeTimeout(obj addonsv1alpha1.Addon) time.Duration {
 	return DefaultUpgradeTimeout
 }
 
-// trackUpgrade records when a version that is not yet known to be healthy was first
-// applied, so the health phase can tell when its upgrade timeout runs out.
-func trackUpgrade(status *addonsv1alpha1.AddonStatus, version string, now time.Time) {
-	if version == status.LastHealthyVersion {
-		if status.Upgrade != nil {
-			status.Upgrade.Version, status.Upgrade.StartedAt = "", nil
-			if status.Upgrade.FailedVersion == "" {
-				status.Upgrade = nil
-			}
-		}
-		return
-	}
-	if status.Upgrade == nil {
-		status.Upgrade = &addonsv1alpha1.UpgradeStatus{}
-	}
-	if status.Upgrade.Version != version || status.Upgrade.StartedAt == nil {
-		t := metav1.NewTime(now.Truncate(time.Second))
-		status.Upgrade.Version, status.Upgrade.StartedAt = version, &t
-	}
-}
-
 // upgradeExpired decides what happens when children are not ready. It returns how long
 // to wait before checking again, or true when the upgrade's timeout ran out.
 func upgradeExpired(st *reconcileState, now time.Time) (time.Duration, bool) {

@@ -11,11 +11,10 @@ import (
 	"io"
 	"strings"
 
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/log"
-
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/internal/engine/ssa"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // The write-ahead record (annotation addons.kaddons.dev/inventory-record) lists the
@@ -162,28 +161,25 @@ func (e *inventoryTooLargeError) Error() string {
 }
 
 // writeAhead runs right before an apply's first write, with the objects the apply will
-// inventory. When some of them are neither in the inventory nor in the pending record,
+// inventory. A set the inventory cannot hold is refused there, with nothing written. When some of them are neither in the inventory nor in the pending record,
 // it writes a new record listing them and the pending ones, in one JSON patch that also
 // adds the finalizer when it is missing and tests the resource version, so it never
 // writes over a record it has not read. Otherwise it writes nothing (or the finalizer
 // alone). The add-on's metadata in st follows the patch; its status is left as the
 // phases made it.
 func (r *Reconciler) writeAhead(ctx context.Context, st *reconcileState, desired []addonsv1alpha1.ObjectReference) error {
+	if err := checkInventorySize(desired); err != nil {
+		return err
+	}
 	obj := st.addon
-	known := ssa.NewObjectSet(ssa.UnionObjects(obj.GetAddonStatus().Inventory.Objects(), st.pending))
-	var additions []addonsv1alpha1.ObjectReference
-	for _, ref := range desired {
-		if !known.Has(ref) {
-			additions = append(additions, ref)
-		}
-	}
-	hasFinalizer := controllerutil.ContainsFinalizer(obj, Finalizer)
-	if len(additions) == 0 && hasFinalizer {
-		return nil
-	}
+	known := obj.GetAddonStatus().Inventory.Objects()
+	additions := ssa.StaleObjects(desired, ssa.UnionObjects(known, st.pending))
 	ops := []patchOp{{Op: opTest, Path: "/metadata/resourceVersion", Value: obj.GetResourceVersion()}}
-	if !hasFinalizer {
+	if !controllerutil.ContainsFinalizer(obj, Finalizer) {
 		ops = append(ops, addFinalizerOp(obj))
+	}
+	if len(additions) == 0 && len(ops) == 1 {
+		return nil
 	}
 	var rec inventoryRecord
 	if len(additions) > 0 {

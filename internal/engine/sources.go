@@ -258,13 +258,3 @@ func sourceRefOf(obj addonsv1alpha1.Addon) []string {
 	}
 	return nil
 }
-
-// recordSource records in status the source whose manifests were just applied (or found
-// already in place): nil for the built-in packages.
-func recordSource(status *addonsv1alpha1.AddonStatus, src SourceArtifact) {
-	if src.Name == "" {
-		status.Source = nil
-		return
-	}
-	status.Source = &addonsv1alpha1.AppliedSource{Name: src.Name, Revision: src.Revision, Digest: src.Digest}
-}

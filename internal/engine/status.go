@@ -63,6 +63,32 @@ func syncReady(obj addonsv1alpha1.Addon) {
 	status.Ready = c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == obj.GetGeneration()
 }
 
+// recordApply records in the status what the apply phase did: the inventory the apply
+// left (after a failed one too: it keeps every object that may exist), the write-ahead
+// record it covers, and, when nothing failed, the applied version, generation, source,
+// spec hash and adopted objects. err is the apply's error; nil with nothing applied
+// (plan found nothing to write) records only the spec hash and the source.
+func recordApply(st *reconcileState, err error, now time.Time) {
+	status := st.addon.GetAddonStatus()
+	res := st.applied
+	if err == nil {
+		if res.Applied != nil {
+			recordApplied(status, st.addon.GetGeneration(), st.resolved.Version, now)
+			recordAdopted(status, res.Adopted)
+		}
+		recordSource(status, st.artifact)
+		status.AppliedSpecHash = specHash(st.addon)
+	}
+	if res.Applied != nil && (err == nil || errorIs[*ssa.PruneError](err)) && st.record != "" {
+		// Every object was written and whatever left the set was pruned or kept in the
+		// inventory: the inventory covers the write-ahead record now.
+		status.InventoryRecord = st.record
+	}
+	if res.Inventory != nil {
+		status.Inventory = addonsv1alpha1.NewInventory(res.Inventory)
+	}
+}
+
 // recordApplied records in status that version was applied for generation.
 func recordApplied(status *addonsv1alpha1.AddonStatus, generation int64, version string, now time.Time) {
 	if status.AppliedVersion != version || status.ObservedGeneration != generation || status.LastAppliedTime == nil {
@@ -118,4 +144,35 @@ func (r *Reconciler) patchMetadata(ctx context.Context, obj addonsv1alpha1.Addon
 	}
 	obj.GetObjectKind().SetGroupVersionKind(r.gvk)
 	return nil
+}
+
+// recordSource records in status the source whose manifests were just applied (or found
+// already in place): nil for the built-in packages.
+func recordSource(status *addonsv1alpha1.AddonStatus, src SourceArtifact) {
+	if src.Name == "" {
+		status.Source = nil
+		return
+	}
+	status.Source = &addonsv1alpha1.AppliedSource{Name: src.Name, Revision: src.Revision, Digest: src.Digest}
+}
+
+// trackUpgrade records when a version that is not yet known to be healthy was first
+// applied, so the health phase can tell when its upgrade timeout runs out.
+func trackUpgrade(status *addonsv1alpha1.AddonStatus, version string, now time.Time) {
+	if version == status.LastHealthyVersion {
+		if status.Upgrade != nil {
+			status.Upgrade.Version, status.Upgrade.StartedAt = "", nil
+			if status.Upgrade.FailedVersion == "" {
+				status.Upgrade = nil
+			}
+		}
+		return
+	}
+	if status.Upgrade == nil {
+		status.Upgrade = &addonsv1alpha1.UpgradeStatus{}
+	}
+	if status.Upgrade.Version != version || status.Upgrade.StartedAt == nil {
+		t := metav1.NewTime(now.Truncate(time.Second))
+		status.Upgrade.Version, status.Upgrade.StartedAt = version, &t
+	}
 }
