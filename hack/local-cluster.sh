@@ -367,7 +367,7 @@ gen_pki() {
   fi
   # A serving certificate made before the node IP was set lacks it: it is made anew.
   if [[ -n ${NODE_IP} && -f ${PKI}/kube-apiserver.crt ]] &&
-    ! openssl x509 -in "${PKI}/kube-apiserver.crt" -noout -ext subjectAltName 2>/dev/null | grep -qw "IP Address:${NODE_IP}"; then
+    ! openssl x509 -in "${PKI}/kube-apiserver.crt" -noout -ext subjectAltName 2>/dev/null | grep -w "IP Address:${NODE_IP}" >/dev/null; then
     log "the kube-apiserver certificate lacks ${NODE_IP}; making a new one"
     rm -f "${PKI}/kube-apiserver.crt" "${PKI}/kube-apiserver.key"
   fi
@@ -667,7 +667,7 @@ cmd_up() {
   set_paths
   lock_state
 
-  if [[ -n ${NODE_IP} ]] && ! ip -o addr show 2>/dev/null | grep -qF " inet ${NODE_IP}/"; then
+  if [[ -n ${NODE_IP} ]] && ! ip -o addr show 2>/dev/null | grep -F " inet ${NODE_IP}/" >/dev/null; then
     die "LOCAL_CLUSTER_NODE_IP=${NODE_IP} is no address of this machine; hack/node.sh up creates it on its bridge"
   fi
   # A running kube-apiserver bound elsewhere (the node IP changed) is restarted.

@@ -140,7 +140,7 @@ cmd_check() {
 ensure_packages() {
   local missing=() p
   for p in "${PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "${p}" 2>/dev/null | grep -q 'ok installed' || missing+=("${p}")
+    dpkg-query -W -f='${Status}' "${p}" 2>/dev/null | grep 'ok installed' >/dev/null || missing+=("${p}")
   done
   [[ ${#missing[@]} -gt 0 ]] || return 0
   # The host before the packages too, for `down --purge`.
@@ -272,7 +272,7 @@ setup_bridge() {
     log "creating bridge ${BRIDGE} with ${NODE_IP}/24 (private; nothing routes it off this machine)"
     ip link add "${BRIDGE}" type bridge
   fi
-  ip -4 -o addr show dev "${BRIDGE}" | grep -qF " ${NODE_IP}/" || ip addr add "${NODE_IP}/24" dev "${BRIDGE}"
+  ip -4 -o addr show dev "${BRIDGE}" | grep -F " ${NODE_IP}/" >/dev/null || ip addr add "${NODE_IP}/24" dev "${BRIDGE}"
   # IPv4 only: no IPv6 link-local address, no neighbour discovery on the bridge.
   echo 1 >"/proc/sys/net/ipv6/conf/${BRIDGE}/disable_ipv6" 2>/dev/null || true
   ip link set "${BRIDGE}" up
@@ -405,12 +405,12 @@ start_containerd() {
 }
 
 import_pause_image() {
-  if ctr_ images ls -q | grep -qxF "${PAUSE_IMAGE}"; then
+  if ctr_ images ls -q | grep -xF "${PAUSE_IMAGE}" >/dev/null; then
     return 0
   fi
   log "importing ${PAUSE_IMAGE} into containerd (namespace k8s.io)"
   ctr_ images import "${PAUSE_TAR}" >/dev/null
-  ctr_ images ls -q | grep -qxF "${PAUSE_IMAGE}" || die "containerd does not list ${PAUSE_IMAGE} after the import"
+  ctr_ images ls -q | grep -xF "${PAUSE_IMAGE}" >/dev/null || die "containerd does not list ${PAUSE_IMAGE} after the import"
 }
 
 write_kubelet_config() {
