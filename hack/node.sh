@@ -818,6 +818,15 @@ EOF
   log "smoke: Pod Running $((SECONDS - t))s after it was created: ${phase}"
   kc get pod kaddons-node-smoke -o wide
   log "smoke: memory: kubelet $(rss_mib kubelet) MiB, containerd $(rss_mib containerd) MiB (RSS)"
+  # The Pod's network reaches the API server on the node IP (the pause image has no
+  # client: curl runs in the Pod's network namespace).
+  local task_pid answer
+  task_pid=$(ctr_ tasks ls 2>/dev/null | awk 'NR > 1 && $3 == "RUNNING" { print $2; exit }')
+  [[ -n ${task_pid} ]] || die "smoke: no running task in containerd"
+  answer=$(nsenter --net="/proc/${task_pid}/ns/net" curl -sS --max-time 5 --cacert "${PKI}/ca.crt" \
+    "https://${NODE_IP}:$(cluster_setting apiserver_port)/readyz" 2>&1) || true
+  [[ ${answer} == ok ]] || die "smoke: from the Pod's network, the API server's /readyz answered: ${answer}"
+  log "smoke: from the Pod's network namespace, https://${NODE_IP}:$(cluster_setting apiserver_port)/readyz answers ok"
   t=${SECONDS}
   kc delete pod kaddons-node-smoke --wait=true --timeout="${TIMEOUT}s" >/dev/null
   log "smoke: Pod deleted (sandbox stopped, CNI DEL done) in $((SECONDS - t))s"
