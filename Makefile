@@ -291,6 +291,20 @@ demo: ## Run kaddons on a local cluster (hack/local-cluster.sh): install, start 
 demo-down: ## Stop the demo's operator and local cluster and delete their state.
 	hack/demo.sh down
 
+.PHONY: node-up
+node-up: ## Join a REAL node (containerd, runc, a kubelet built from source) to the local cluster, on the bridge address 10.254.254.1 (hack/node.sh; root).
+	hack/node.sh up
+
+.PHONY: node-down
+node-down: ## Stop the real node and undo its changes to the host, checked against a snapshot from before it (hack/node.sh down).
+	hack/node.sh down
+
+.PHONY: node-smoke
+node-smoke: ## Smoke-check a real node: a cluster of its own, the node, a temporary bridge CNI config, a pause Pod Running on it; then everything torn down and the host checked.
+	hack/toolchain.sh build
+	hack/toolchain.sh build kubelet
+	hack/node.sh smoke
+
 .PHONY: test-e2e
 test-e2e: ## Run the end-to-end suite against a local cluster of its own (test/e2e).
 	hack/toolchain.sh build

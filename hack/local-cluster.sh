@@ -18,7 +18,8 @@
 #
 # The binaries come from hack/toolchain.sh (built from source on first use, which takes a
 # while; later runs start in seconds). State (certificates, etcd data, kubeconfigs, pid
-# files) and logs live in one folder. Everything listens on 127.0.0.1 only.
+# files) and logs live in one folder. Everything listens on 127.0.0.1 only, unless
+# LOCAL_CLUSTER_NODE_IP names a private address for a real node (hack/node.sh).
 #
 # Environment:
 #   LOCAL_CLUSTER_DIR             state folder (default: <repo>/.local/cluster)
@@ -30,11 +31,17 @@
 #   LOCAL_CLUSTER_TIMEOUT         seconds to wait for each readiness step (default 180)
 #   LOCAL_CLUSTER_LOG_LINES       lines per component printed by `logs` (default 60)
 #   LOCAL_CLUSTER_BIN_DIR         use binaries from this folder instead of hack/toolchain.sh
+#   LOCAL_CLUSTER_NODE_IP         an address of this machine (hack/node.sh puts 10.254.254.1 on
+#                                 a bridge of its own) that kube-apiserver binds and advertises
+#                                 instead of 127.0.0.1, so that a real node and its Pods reach
+#                                 it; it joins the serving certificate's SANs, every kubeconfig
+#                                 names it, and the `kubernetes` Service gets it as endpoint.
+#                                 Empty (LOCAL_CLUSTER_NODE_IP=): back to 127.0.0.1
 #   LOCAL_CLUSTER_RESTART_DEPENDENTS
 #                                 1 (default): `up` also restarts what depends on a component
 #                                 it starts; 0: it starts only what is stopped (the fault
 #                                 suite restarts etcd alone, under a running kube-apiserver)
-# The ports and CIDRs used by the last `up` are remembered in the state folder, so later
+# The ports, CIDRs and node IP used by the last `up` are remembered in the state folder, so later
 # commands against the same folder need not repeat the overrides.
 set -euo pipefail
 # The Go toolchain is pinned, as in the Makefile and go.mod, for hack/toolchain.sh, which
@@ -59,13 +66,14 @@ init_state() {
   [[ -d ${STATE_DIR} ]] && STATE_DIR=$(cd "${STATE_DIR}" && pwd -P)
   set_paths
 
-  local rec_etcd="" rec_peer="" rec_api="" rec_svc="" rec_pod=""
+  local rec_etcd="" rec_peer="" rec_api="" rec_svc="" rec_pod="" rec_node_ip=""
   if [[ -f ${SETTINGS} ]]; then
     rec_etcd=$(settings_get etcd_port)
     rec_peer=$(settings_get etcd_peer_port)
     rec_api=$(settings_get apiserver_port)
     rec_svc=$(settings_get service_cidr)
     rec_pod=$(settings_get pod_cidr)
+    rec_node_ip=$(settings_get node_ip)
   fi
   ETCD_PORT=${LOCAL_CLUSTER_ETCD_PORT:-${rec_etcd:-23790}}
   ETCD_PEER_PORT=${LOCAL_CLUSTER_ETCD_PEER_PORT:-${rec_peer:-23800}}
@@ -73,7 +81,10 @@ init_state() {
   SERVICE_CIDR=${LOCAL_CLUSTER_SERVICE_CIDR:-${rec_svc:-10.96.0.0/16}}
   POD_CIDR=${LOCAL_CLUSTER_POD_CIDR:-${rec_pod:-10.0.0.1/24}}
   TIMEOUT=${LOCAL_CLUSTER_TIMEOUT:-180}
-  APISERVER_URL=https://127.0.0.1:${APISERVER_PORT}
+  # Set but empty overrides the recorded node IP.
+  NODE_IP=${LOCAL_CLUSTER_NODE_IP-${rec_node_ip}}
+  BIND_ADDRESS=${NODE_IP:-127.0.0.1}
+  APISERVER_URL=https://${BIND_ADDRESS}:${APISERVER_PORT}
 }
 
 # settings_get prints the value recorded for key $1 in the settings file.
@@ -89,6 +100,7 @@ etcd_peer_port=${ETCD_PEER_PORT}
 apiserver_port=${APISERVER_PORT}
 service_cidr=${SERVICE_CIDR}
 pod_cidr=${POD_CIDR}
+node_ip=${NODE_IP}
 EOF
 }
 
@@ -287,16 +299,17 @@ cleanup_failed_up() {
 # ---------------------------------------------------------------------------------------
 # Ports
 
-# port_in_use tells whether something accepts connections on 127.0.0.1:$1.
+# port_in_use tells whether something accepts connections on 127.0.0.1:$1 (or on address
+# $2).
 port_in_use() {
-  timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null
+  timeout 2 bash -c "exec 3<>/dev/tcp/${2:-127.0.0.1}/$1" 2>/dev/null
 }
 
 # check_port fails with a clear message if port $1 (overridable with env var $2, used by
 # component $3) is taken.
 check_port() {
   local port=$1 var=$2 what=$3 owner="" pids pid ours=0
-  port_in_use "${port}" || return 0
+  port_in_use "${port}" "${4:-}" || return 0
   if command -v ss >/dev/null 2>&1; then
     owner=$(ss -Hltnp "( sport = :${port} )" 2>/dev/null | grep -o 'users:(.*)' | head -n 1 || true)
     # A stray of ours holding the port is fine: it is stopped before anything starts.
@@ -352,8 +365,16 @@ gen_pki() {
       -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" \
       -out "${PKI}/ca.crt" 2>/dev/null
   fi
+  # A serving certificate made before the node IP was set lacks it: it is made anew.
+  if [[ -n ${NODE_IP} && -f ${PKI}/kube-apiserver.crt ]] &&
+    ! openssl x509 -in "${PKI}/kube-apiserver.crt" -noout -ext subjectAltName 2>/dev/null | grep -w "IP Address:${NODE_IP}" >/dev/null; then
+    log "the kube-apiserver certificate lacks ${NODE_IP}; making a new one"
+    rm -f "${PKI}/kube-apiserver.crt" "${PKI}/kube-apiserver.key"
+  fi
   gen_cert kube-apiserver "/CN=kube-apiserver" serverAuth \
-    "IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,IP:$(first_service_ip)"
+    "IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,IP:$(first_service_ip)${NODE_IP:+,IP:${NODE_IP}}"
+  # kube-apiserver's client certificate towards kubelets (logs, exec) of real nodes.
+  gen_cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
   gen_cert admin "/O=system:masters/CN=kubernetes-admin" clientAuth
   gen_cert kube-controller-manager "/CN=system:kube-controller-manager" clientAuth
   gen_cert kube-scheduler "/CN=system:kube-scheduler" clientAuth
@@ -449,10 +470,16 @@ wait_etcd() {
 
 # start_apiserver starts kube-apiserver on 127.0.0.1 with RBAC and service-account tokens.
 start_apiserver() {
+  # With a node IP, Pods of the real node reach the API server through the `kubernetes`
+  # Service: the endpoint reconciler publishes that address.
+  local reconciler=none
+  [[ -z ${NODE_IP} ]] || reconciler=lease
   start_component kube-apiserver \
-    --advertise-address=127.0.0.1 \
-    --endpoint-reconciler-type=none \
-    --bind-address=127.0.0.1 \
+    --advertise-address="${BIND_ADDRESS}" \
+    --endpoint-reconciler-type="${reconciler}" \
+    --bind-address="${BIND_ADDRESS}" \
+    --kubelet-client-certificate="${PKI}/apiserver-kubelet-client.crt" \
+    --kubelet-client-key="${PKI}/apiserver-kubelet-client.key" \
     --secure-port="${APISERVER_PORT}" \
     --etcd-servers="http://127.0.0.1:${ETCD_PORT}" \
     --tls-cert-file="${PKI}/kube-apiserver.crt" \
@@ -640,6 +667,14 @@ cmd_up() {
   set_paths
   lock_state
 
+  if [[ -n ${NODE_IP} ]] && ! ip -o addr show 2>/dev/null | grep -F " inet ${NODE_IP}/" >/dev/null; then
+    die "LOCAL_CLUSTER_NODE_IP=${NODE_IP} is no address of this machine; hack/node.sh up creates it on its bridge"
+  fi
+  # A running kube-apiserver bound elsewhere (the node IP changed) is restarted.
+  if running kube-apiserver && [[ " $(cmdline_of "$(pid_of kube-apiserver)") " != *" --bind-address=${BIND_ADDRESS} "* ]]; then
+    log "kube-apiserver runs on another address than ${BIND_ADDRESS}; restarting it"
+    stop_component kube-apiserver
+  fi
   for name in "${COMPONENTS[@]}"; do
     if running "${name}"; then
       continue
@@ -663,7 +698,7 @@ cmd_up() {
         check_port "${ETCD_PORT}" LOCAL_CLUSTER_ETCD_PORT "etcd (client)"
         check_port "${ETCD_PEER_PORT}" LOCAL_CLUSTER_ETCD_PEER_PORT "etcd (peer)"
         ;;
-      kube-apiserver) check_port "${APISERVER_PORT}" LOCAL_CLUSTER_APISERVER_PORT kube-apiserver ;;
+      kube-apiserver) check_port "${APISERVER_PORT}" LOCAL_CLUSTER_APISERVER_PORT kube-apiserver "${BIND_ADDRESS}" ;;
     esac
   done
 

@@ -14,6 +14,9 @@
 #            configurations copied out of the module
 #   flux     Flux's source-controller and kustomize-controller (hack/tools/flux), with
 #            their CRDs
+#   kubelet, kube-proxy
+#            the node components that hack/node.sh runs on a real node (kubelet compiles
+#            for about 7 minutes on 2 cores)
 # capi and flux are folders named after their versions under the toolchain folder
 # (`dir capi` prints it), so that a version bump in their tool module builds anew.
 #
@@ -32,7 +35,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TOOLS=${ROOT}/hack/tools
 ALL_COMPONENTS=(etcd kube-apiserver kubectl kube-controller-manager kube-scheduler kwok)
 # Built only when named (see above).
-OPTIONAL_COMPONENTS=(kubeadm capi flux)
+OPTIONAL_COMPONENTS=(kubeadm kubelet kube-proxy capi flux)
 # BUNDLES are the optional components that are folders: binaries, CRDs and manifests.
 BUNDLES=(capi flux)
 
@@ -121,7 +124,7 @@ compile() {
 build_component() {
   local name=$1 module pkg ldflags=""
   case "${name}" in
-    kube-apiserver|kube-controller-manager|kube-scheduler|kubectl|kubeadm)
+    kube-apiserver|kube-controller-manager|kube-scheduler|kubectl|kubeadm|kubelet|kube-proxy)
       module=kube; pkg=k8s.io/kubernetes/cmd/${name}
       local minor=${K8S_VERSION#v*.}; minor=${minor%%.*}
       local major=${K8S_VERSION#v}; major=${major%%.*}

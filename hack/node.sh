@@ -1,0 +1,845 @@
+#!/usr/bin/env bash
+# node.sh runs one REAL Kubernetes node on this machine, joined to the cluster of
+# hack/local-cluster.sh: Debian's containerd and runc, and a kubelet built from source by
+# hack/toolchain.sh. It lives beside kwok's fake nodes; Pods scheduled to it really run.
+#
+# Usage:
+#   hack/node.sh up             install the Debian packages when missing, create the bridge
+#                               with the node IP, start the local cluster on that address
+#                               (LOCAL_CLUSTER_NODE_IP), containerd and the kubelet, and wait
+#                               until the node is registered. Without a CNI config the node
+#                               stays NotReady (the CNI add-on provides one).
+#   hack/node.sh down [--purge] stop the node and undo every change it made to the host
+#                               (see "What up changes on the host" below); stop the local
+#                               cluster too when it listens on the node IP; then compare the
+#                               host with the snapshot taken before the first `up` and fail
+#                               on any difference; --purge also removes the Debian packages
+#                               that `up` installed
+#   hack/node.sh status         processes, the node's conditions
+#   hack/node.sh check          compare the host with the snapshot taken before `up`
+#   hack/node.sh smoke          a temporary bridge+host-local CNI config, a pause Pod that
+#                               must become Running on the node, then everything torn
+#                               down (cluster included); prints the timings
+#
+# What up changes on the host, and down undoes: the bridge (KADDONS_NODE_BRIDGE) with the
+# node IP; the cgroup KADDONS_NODE_CGROUP_ROOT in every cgroup v1 hierarchy and the cgroups
+# runc creates under /sys/fs/cgroup/unified; the sysctls the kubelet sets
+# (vm.overcommit_memory, kernel.panic, kernel.panic_on_oops, ...) and that the bridge CNI
+# plugin sets (net.ipv4.ip_forward); /var/lib/kubelet/device-plugins, /var/log/containers,
+# /var/log/pods, /var/lib/cni and /run/containerd, which appear whatever the state folders
+# are; /run/netns, which containerd makes a shared mount, and the network namespaces and
+# veths of Pods; the iptables (nftables) tables the kubelet creates. Everything else lives
+# in the state folder.
+#
+# Environment:
+#   KADDONS_NODE_DIR          state folder (default: <repo>/.local/node)
+#   KADDONS_NODE_NAME         node name (default: kaddons-node-0)
+#   KADDONS_NODE_IP           node IP, on the bridge; also what kube-apiserver binds
+#                             (default: 10.254.254.1, private and never routed off the host)
+#   KADDONS_NODE_BRIDGE       bridge name (default: kaddons0)
+#   KADDONS_NODE_CGROUP_ROOT  the kubelet's cgroupRoot (default: /kaddons-node)
+#   KADDONS_NODE_KUBELET_PORT the kubelet's port, on the node IP (default: 10250)
+#   KADDONS_NODE_TIMEOUT      seconds to wait for each step (default: 180)
+#   LOCAL_CLUSTER_*           passed to hack/local-cluster.sh (LOCAL_CLUSTER_DIR: which cluster)
+set -euo pipefail
+export GOTOOLCHAIN=go1.27.3
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+NODE_DIR=${KADDONS_NODE_DIR:-${ROOT}/.local/node}
+NODE_NAME=${KADDONS_NODE_NAME:-kaddons-node-0}
+NODE_IP=${KADDONS_NODE_IP:-10.254.254.1}
+BRIDGE=${KADDONS_NODE_BRIDGE:-kaddons0}
+CGROUP_ROOT=${KADDONS_NODE_CGROUP_ROOT:-/kaddons-node}
+KUBELET_PORT=${KADDONS_NODE_KUBELET_PORT:-10250}
+TIMEOUT=${KADDONS_NODE_TIMEOUT:-180}
+CLUSTER_DIR=${LOCAL_CLUSTER_DIR:-${ROOT}/.local/cluster}
+CACHE=${XDG_CACHE_HOME:-${HOME}/.cache}/kaddons/node
+# The Debian packages of a node: containerd, runc, the CNI plugins (/usr/lib/cni), and the
+# tools the kubelet (iptables, conntrack) and `down` (nft, to delete tables) call.
+PACKAGES=(containerd runc containernetworking-plugins iptables conntrack nftables)
+CNI_BIN_DIR=/usr/lib/cni
+# The sysctls the kubelet and the bridge CNI plugin set; `down` puts them back.
+SYSCTLS=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops
+  kernel.keys.root_maxkeys kernel.keys.root_maxbytes net.ipv4.ip_forward
+  net.ipv4.conf.all.forwarding net.ipv6.conf.all.forwarding)
+# Folders whose entries the host check lists: what appears there whatever the state folder.
+WATCHED_DIRS=(/run /var/lib /var/log /etc /opt /var/lib/kubelet /var/lib/cni)
+# What down may delete when `up` created it (never anything that existed before).
+REMOVABLE=(/var/lib/kubelet /var/log/containers /var/log/pods /var/lib/cni /run/containerd
+  /run/netns /var/lib/containerd /run/runc /etc/cni /opt/cni /opt/containerd
+  /run/mount) # util-linux umount keeps its utab there
+
+CONTAINERD_DIR=${NODE_DIR}/containerd
+SOCK=${CONTAINERD_DIR}/containerd.sock
+KUBELET_DIR=${NODE_DIR}/kubelet
+CNI_CONF_DIR=${NODE_DIR}/cni/net.d
+PKI=${NODE_DIR}/pki
+LOGS=${NODE_DIR}/logs
+PIDS=${NODE_DIR}/pids
+BEFORE=${NODE_DIR}/host-before.txt
+BEFORE_PACKAGES=${NODE_DIR}/host-before-packages.txt
+INSTALLED=${NODE_DIR}/installed-packages
+
+log() { printf '[node] %s\n' "$*" >&2; }
+die() { printf '[node] error: %s\n' "$*" >&2; exit 1; }
+
+# ---------------------------------------------------------------------------------------
+# Host snapshot
+
+# host_state prints what node.sh may change on the host, one sorted line per fact.
+host_state() {
+  local s d
+  for s in "${SYSCTLS[@]}"; do
+    [[ -e /proc/sys/${s//.//} ]] && echo "sysctl ${s}=$(cat "/proc/sys/${s//.//}")"
+  done
+  awk '{ print "mount " $5 }' /proc/self/mountinfo | sort -u
+  for d in "${WATCHED_DIRS[@]}"; do
+    [[ -d ${d} ]] || continue
+    find "${d}" -mindepth 1 -maxdepth 1 -printf "entry ${d}/%f\n"
+  done
+  [[ -d /run/netns ]] && find /run/netns -mindepth 1 -maxdepth 1 -printf 'netns %f\n'
+  ip -o link show | awk -F': ' '{ sub(/@.*/, "", $2); print "link " $2 }'
+  ip -4 -o addr show | awk '{ print "addr " $2 " " $4 }'
+  ip -4 route show table all 2>/dev/null | grep -v '^local\|^broadcast' | sed 's/^/route /'
+  if command -v nft >/dev/null 2>&1; then nft list tables 2>/dev/null | sed 's/^/nft /'; fi
+  find /sys/fs/cgroup -mindepth 2 -maxdepth 4 -type d -printf 'cgroup %p\n' 2>/dev/null
+} 2>/dev/null
+
+# take_snapshot records the host in file $1 unless it exists (a snapshot is kept until
+# `down` succeeds).
+take_snapshot() {
+  [[ -f $1 ]] && return 0
+  mkdir -p "${NODE_DIR}"
+  host_state | LC_ALL=C sort -u >"$1.tmp"
+  mv "$1.tmp" "$1"
+  log "recorded the host in ${1##*/}"
+}
+
+# host_diff prints the differences between snapshot $1 and now (- before, + now).
+host_diff() {
+  diff <(cat "$1") <(host_state | LC_ALL=C sort -u) | grep '^[<>]' |
+    sed 's/^</- /; s/^>/+ /' || true
+}
+
+# cmd_check compares the host with the snapshot taken before the node (or with $1).
+cmd_check() {
+  local snap=${1:-${BEFORE}} d
+  [[ -f ${snap} ]] || { log "no snapshot in ${snap}: nothing to compare"; return 0; }
+  d=$(host_diff "${snap}")
+  if [[ -n ${d} ]]; then
+    log "the host differs from ${snap##*/} (- before, + now):"
+    printf '%s\n' "${d}" >&2
+    return 1
+  fi
+  log "host check against ${snap##*/}: sysctls, mounts, folders, links, addresses, routes, netns, nftables tables and cgroups as before ($(wc -l <"${snap}") facts compared)"
+}
+
+# ---------------------------------------------------------------------------------------
+# Prerequisites
+
+ensure_packages() {
+  local missing=() p
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "${p}" 2>/dev/null | grep 'ok installed' >/dev/null || missing+=("${p}")
+  done
+  [[ ${#missing[@]} -gt 0 ]] || return 0
+  # The host before the packages too, for `down --purge`.
+  take_snapshot "${BEFORE_PACKAGES}"
+  log "installing Debian packages: ${missing[*]} (apt-get -qq)"
+  local before
+  before=$(dpkg-query -W -f='${Package}\n' | sort)
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # Every package this installed, dependencies included: what --purge removes.
+  comm -13 <(echo "${before}") <(dpkg-query -W -f='${Package}\n' | sort) >>"${INSTALLED}"
+  log "installed $(wc -l <"${INSTALLED}") package(s): $(tr '\n' ' ' <"${INSTALLED}")"
+}
+
+# kube_module_dir prints where the module cache holds k8s.io/kubernetes.
+kube_module_dir() {
+  (cd "${ROOT}/hack/tools/kube" && go mod download k8s.io/kubernetes && go list -m -f '{{.Dir}}' k8s.io/kubernetes)
+}
+
+# pause_version prints the pause image tag of the pinned Kubernetes (build/pause/Makefile;
+# kubeadm's constants.PauseVersion names the same).
+pause_version() {
+  sed -n 's/^TAG ?= *//p' "$(kube_module_dir)/build/pause/Makefile"
+}
+
+# ensure_binaries builds the kubelet (cached) and sets KUBELET and KUBECTL.
+ensure_binaries() {
+  local dir
+  dir=$("${ROOT}/hack/toolchain.sh" dir)
+  if [[ ! -x ${dir}/kubelet || ! -x ${dir}/kubectl ]]; then
+    log "building the kubelet with hack/toolchain.sh (about 7 minutes the first time; cached in ~/.cache/kaddons/toolchain)"
+    "${ROOT}/hack/toolchain.sh" build kubelet kubectl
+  fi
+  KUBELET=${dir}/kubelet
+  KUBECTL=${dir}/kubectl
+}
+
+# ensure_pause_image compiles Kubernetes' pause.c statically and wraps it into an image
+# archive with hack/pauseimage, both cached; sets PAUSE_IMAGE and PAUSE_TAR.
+ensure_pause_image() {
+  local version src
+  version=$(pause_version)
+  [[ -n ${version} ]] || die "no pause version in k8s.io/kubernetes's build/pause/Makefile"
+  PAUSE_IMAGE=registry.k8s.io/pause:${version}
+  PAUSE_TAR=${CACHE}/pause-${version}.tar
+  [[ -f ${PAUSE_TAR} ]] && return 0
+  mkdir -p "${CACHE}"
+  src=$(kube_module_dir)/build/pause/linux/pause.c
+  log "compiling ${src##*/kubernetes@} statically (gcc) and building ${PAUSE_IMAGE}"
+  # As build/pause/Makefile: -Os -static, then stripped.
+  gcc -Os -Wall -Werror -static -DVERSION="v${version}-kaddons" -o "${CACHE}/pause-${version}" "${src}"
+  strip "${CACHE}/pause-${version}"
+  (cd "${ROOT}" && go run ./hack/pauseimage -binary "${CACHE}/pause-${version}" -ref "${PAUSE_IMAGE}" -out "${PAUSE_TAR}")
+}
+
+# ---------------------------------------------------------------------------------------
+# Processes (as hack/local-cluster.sh: pid files, checked against the command line)
+
+pid_of() { [[ -f ${PIDS}/$1.pid ]] && tr -dc '0-9' <"${PIDS}/$1.pid" || true; }
+cmdline_of() { tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null || true; }
+
+# is_ours tells whether pid $1 is component $2 started for this state folder.
+is_ours() {
+  local pid=$1 cmd
+  [[ -n ${pid} && -d /proc/${pid} ]] || return 1
+  cmd=$(cmdline_of "${pid}")
+  [[ ${cmd%% *} == *"$2" && ${cmd} == *"${NODE_DIR}/"* ]]
+}
+running() { is_ours "$(pid_of "$1")" "$1"; }
+
+# start_process runs binary $2 as component $1 with arguments $3.. in its own session.
+start_process() {
+  local name=$1 bin=$2 i
+  shift 2
+  mkdir -p "${LOGS}" "${PIDS}"
+  [[ -f ${LOGS}/${name}.log ]] && mv -f "${LOGS}/${name}.log" "${LOGS}/${name}.log.1"
+  log "starting ${name} (log: ${LOGS}/${name}.log)"
+  # shellcheck disable=SC2016 # for the inner shell
+  setsid bash -c 'echo $$ >"$0"; exec "$@"' "${PIDS}/${name}.pid" "${bin}" "$@" \
+    </dev/null >>"${LOGS}/${name}.log" 2>&1 &
+  for ((i = 0; i < 100; i++)); do
+    running "${name}" && return 0
+    sleep 0.05
+  done
+  tail -n 20 "${LOGS}/${name}.log" >&2 || true
+  die "${name} exited right after starting"
+}
+
+# stop_process stops component $1: TERM, then KILL after 15s.
+stop_process() {
+  local name=$1 pid i
+  pid=$(pid_of "${name}")
+  if is_ours "${pid}" "${name}"; then
+    log "stopping ${name} (pid ${pid})"
+    kill -TERM "${pid}" 2>/dev/null || true
+    for ((i = 0; i < 150; i++)); do is_ours "${pid}" "${name}" || break; sleep 0.1; done
+    if is_ours "${pid}" "${name}"; then
+      log "${name} ignored TERM; sending KILL"
+      kill -KILL "${pid}" 2>/dev/null || true
+      sleep 0.5
+    fi
+  fi
+  rm -f "${PIDS}/${name}.pid"
+}
+
+# our_processes prints the pids of every process whose command line names the state
+# folder (containerd's shims included), except this shell's.
+our_processes() {
+  local f pid
+  for f in $(grep -laF "${NODE_DIR}/" /proc/[0-9]*/cmdline 2>/dev/null || true); do
+    pid=${f#/proc/}; pid=${pid%/cmdline}
+    [[ ${pid} == "$$" || ${pid} == "${BASHPID}" ]] && continue
+    [[ $(cmdline_of "${pid}") == *"${NODE_DIR}/"* ]] || continue
+    case $(cmdline_of "${pid}") in
+      *containerd*|*kubelet*|*runc*|*pause*) echo "${pid}" ;;
+    esac
+  done
+}
+
+ctr_() { ctr --address "${SOCK}" --namespace k8s.io "$@"; }
+
+# ---------------------------------------------------------------------------------------
+# Setup
+
+cluster_setting() { sed -n "s/^$1=//p" "${CLUSTER_DIR}/settings.env" 2>/dev/null | tail -n 1; }
+
+setup_bridge() {
+  if ! ip link show "${BRIDGE}" >/dev/null 2>&1; then
+    log "creating bridge ${BRIDGE} with ${NODE_IP}/24 (private; nothing routes it off this machine)"
+    ip link add "${BRIDGE}" type bridge
+  fi
+  ip -4 -o addr show dev "${BRIDGE}" | grep -F " ${NODE_IP}/" >/dev/null || ip addr add "${NODE_IP}/24" dev "${BRIDGE}"
+  # IPv4 only: no IPv6 link-local address, no neighbour discovery on the bridge.
+  echo 1 >"/proc/sys/net/ipv6/conf/${BRIDGE}/disable_ipv6" 2>/dev/null || true
+  ip link set "${BRIDGE}" up
+}
+
+# setup_cgroups creates the kubelet's cgroupRoot in every cgroup hierarchy; cpuset needs
+# its cpus and mems before anything can join it.
+setup_cgroups() {
+  local h
+  for h in /sys/fs/cgroup/*/; do
+    h=${h%/}
+    [[ -f ${h}/cgroup.procs ]] || continue
+    mkdir -p "${h}${CGROUP_ROOT}"
+    if [[ -f ${h}/cpuset.cpus ]]; then
+      cat "${h}/cpuset.cpus" >"${h}${CGROUP_ROOT}/cpuset.cpus"
+      cat "${h}/cpuset.mems" >"${h}${CGROUP_ROOT}/cpuset.mems"
+    fi
+  done
+}
+
+# issue_kubelet_cert signs the kubelet's client certificate with the cluster CA.
+issue_kubelet_cert() {
+  local ca=${CLUSTER_DIR}/pki/ca.crt cakey=${CLUSTER_DIR}/pki/ca.key
+  [[ -f ${ca} && -f ${cakey} ]] || die "no cluster CA in ${CLUSTER_DIR}/pki"
+  mkdir -p "${PKI}"
+  chmod 700 "${PKI}"
+  if [[ -f ${PKI}/kubelet-client.crt ]] && cmp -s "${ca}" "${PKI}/ca.crt" &&
+    openssl verify -CAfile "${ca}" "${PKI}/kubelet-client.crt" >/dev/null 2>&1; then
+    return 0
+  fi
+  log "issuing the kubelet's client certificate (CN=system:node:${NODE_NAME}, O=system:nodes)"
+  cp "${ca}" "${PKI}/ca.crt"
+  printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n' >"${PKI}/kubelet-client.ext"
+  openssl genrsa -out "${PKI}/kubelet-client.key" 2048 2>/dev/null
+  openssl req -new -key "${PKI}/kubelet-client.key" -subj "/O=system:nodes/CN=system:node:${NODE_NAME}" \
+    -out "${PKI}/kubelet-client.csr" 2>/dev/null
+  openssl x509 -req -in "${PKI}/kubelet-client.csr" -CA "${ca}" -CAkey "${cakey}" \
+    -set_serial "0x$(openssl rand -hex 16)" -days 3650 -extfile "${PKI}/kubelet-client.ext" \
+    -out "${PKI}/kubelet-client.crt" 2>/dev/null
+  rm -f "${PKI}/kubelet-client.csr" "${PKI}/kubelet-client.ext"
+}
+
+write_kubelet_kubeconfig() {
+  local port
+  port=$(cluster_setting apiserver_port)
+  (
+    umask 077
+    cat >"${NODE_DIR}/kubelet.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: local-cluster
+  cluster:
+    server: https://${NODE_IP}:${port:-26443}
+    certificate-authority: ${PKI}/ca.crt
+users:
+- name: system:node:${NODE_NAME}
+  user:
+    client-certificate: ${PKI}/kubelet-client.crt
+    client-key: ${PKI}/kubelet-client.key
+contexts:
+- name: local-cluster
+  context: {cluster: local-cluster, user: "system:node:${NODE_NAME}"}
+current-context: local-cluster
+EOF
+  )
+}
+
+write_containerd_config() {
+  mkdir -p "${CONTAINERD_DIR}" "${CNI_CONF_DIR}"
+  cat >"${CONTAINERD_DIR}/config.toml" <<EOF
+# Written by hack/node.sh: containerd for the node ${NODE_NAME}; state under ${CONTAINERD_DIR}.
+version = 2
+root = "${CONTAINERD_DIR}/root"
+state = "${CONTAINERD_DIR}/state"
+oom_score = 0
+plugin_dir = ""
+
+[grpc]
+  address = "${SOCK}"
+
+[ttrpc]
+  address = ""
+
+[debug]
+  address = ""
+
+[metrics]
+  address = ""
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = "${CONTAINERD_DIR}/opt"
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "${PAUSE_IMAGE}"
+  # runc cannot raise oom_score_adj without CAP_SYS_RESOURCE ("can't get final child's
+  # PID from pipe"); this keeps containers at containerd's own score or above.
+  restrict_oom_score_adj = true
+  disable_apparmor = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "${CNI_BIN_DIR}"
+    conf_dir = "${CNI_CONF_DIR}"
+    max_conf_num = 1
+EOF
+}
+
+start_containerd() {
+  local deadline=$((SECONDS + TIMEOUT))
+  if ! running containerd; then
+    start_process containerd "$(command -v containerd)" --config "${CONTAINERD_DIR}/config.toml"
+  fi
+  until ctr --address "${SOCK}" version >/dev/null 2>&1; do
+    running containerd || { tail -n 20 "${LOGS}/containerd.log" >&2; die "containerd exited"; }
+    ((SECONDS < deadline)) || die "containerd did not answer on ${SOCK} within ${TIMEOUT}s"
+    sleep 0.2
+  done
+}
+
+import_pause_image() {
+  if ctr_ images ls -q | grep -xF "${PAUSE_IMAGE}" >/dev/null; then
+    return 0
+  fi
+  log "importing ${PAUSE_IMAGE} into containerd (namespace k8s.io)"
+  ctr_ images import "${PAUSE_TAR}" >/dev/null
+  ctr_ images ls -q | grep -xF "${PAUSE_IMAGE}" >/dev/null || die "containerd does not list ${PAUSE_IMAGE} after the import"
+}
+
+write_kubelet_config() {
+  mkdir -p "${KUBELET_DIR}" "${NODE_DIR}/pod-logs"
+  cat >"${NODE_DIR}/kubelet.yaml" <<EOF
+# Written by hack/node.sh for the node ${NODE_NAME}.
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+# This machine has cgroup v1 only; cgroupfs, under a root of our own.
+failCgroupV1: false
+cgroupDriver: cgroupfs
+cgroupRoot: ${CGROUP_ROOT}
+# The machine lacks CAP_SYS_RESOURCE: the kubelet must not lower its own score.
+oomScoreAdj: 0
+failSwapOn: false
+containerRuntimeEndpoint: unix://${SOCK}
+address: ${NODE_IP}
+port: ${KUBELET_PORT}
+readOnlyPort: 0
+healthzPort: 0
+podLogsDir: ${NODE_DIR}/pod-logs
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: ${PKI}/ca.crt}
+authorization:
+  mode: Webhook
+clusterDomain: cluster.local
+# Images are imported, never pulled (no registry is reachable): nothing may evict or
+# garbage-collect them. Zero thresholds are disabled ones.
+evictionHard:
+  memory.available: 100Mi
+  nodefs.available: "0%"
+  nodefs.inodesFree: "0%"
+  imagefs.available: "0%"
+  imagefs.inodesFree: "0%"
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+serializeImagePulls: false
+rotateCertificates: false
+serverTLSBootstrap: false
+EOF
+}
+
+start_kubelet() {
+  if running kubelet; then
+    log "kubelet already running (pid $(pid_of kubelet))"
+    return 0
+  fi
+  start_process kubelet "${KUBELET}" \
+    --config="${NODE_DIR}/kubelet.yaml" \
+    --kubeconfig="${NODE_DIR}/kubelet.kubeconfig" \
+    --root-dir="${KUBELET_DIR}" \
+    --hostname-override="${NODE_NAME}" \
+    --node-ip="${NODE_IP}" \
+    --node-labels=kaddons.io/real-node=true \
+    --v=1
+}
+
+kc() { "${KUBECTL}" --kubeconfig="${CLUSTER_DIR}/kubeconfig" "$@"; }
+
+# node_ready prints the node's Ready status (nothing while it is not registered).
+node_ready() {
+  kc get node "${NODE_NAME}" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null || true
+}
+
+# ready_message prints the message of the node's Ready condition.
+ready_message() {
+  kc get node "${NODE_NAME}" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].message}' 2>/dev/null || true
+}
+
+# rss_mib prints the resident memory of component $1 in MiB.
+rss_mib() {
+  awk '/^VmRSS:/ { printf "%d", $2 / 1024 }' "/proc/$(pid_of "$1")/status" 2>/dev/null || echo "?"
+}
+
+wait_registered() {
+  local deadline=$((SECONDS + TIMEOUT))
+  until [[ -n $(node_ready) ]]; do
+    running kubelet || { tail -n 30 "${LOGS}/kubelet.log" >&2; die "the kubelet exited"; }
+    ((SECONDS < deadline)) || { tail -n 30 "${LOGS}/kubelet.log" >&2; die "node ${NODE_NAME} did not register within ${TIMEOUT}s"; }
+    sleep 0.5
+  done
+}
+
+# wait_ready waits until the node is Ready (it needs a CNI config).
+wait_ready() {
+  local deadline=$((SECONDS + TIMEOUT))
+  until [[ $(node_ready) == True ]]; do
+    running kubelet || { tail -n 30 "${LOGS}/kubelet.log" >&2; die "the kubelet exited"; }
+    ((SECONDS < deadline)) || { kc describe node "${NODE_NAME}" | tail -n 30 >&2; die "node ${NODE_NAME} not Ready within ${TIMEOUT}s"; }
+    sleep 0.5
+  done
+}
+
+cmd_up() {
+  local start=${SECONDS} t
+  [[ $(id -u) == 0 ]] || die "a real node needs root (containerd, runc, the kubelet)"
+  mkdir -p "${NODE_DIR}" "${LOGS}" "${PIDS}"
+  ensure_packages
+  take_snapshot "${BEFORE}"
+  ensure_binaries
+  ensure_pause_image
+  setup_bridge
+  log "starting the local cluster on ${NODE_IP} (hack/local-cluster.sh up)"
+  LOCAL_CLUSTER_NODE_IP=${NODE_IP} LOCAL_CLUSTER_DIR=${CLUSTER_DIR} "${ROOT}/hack/local-cluster.sh" up
+  issue_kubelet_cert
+  write_kubelet_kubeconfig
+  setup_cgroups
+  write_containerd_config
+  start_containerd
+  import_pause_image
+  write_kubelet_config
+  t=${SECONDS}
+  start_kubelet
+  log "waiting for node ${NODE_NAME} to register"
+  wait_registered
+  log "node ${NODE_NAME} registered $((SECONDS - t))s after the kubelet started; Ready=$(node_ready) ($(ls "${CNI_CONF_DIR}" 2>/dev/null | wc -l) CNI config(s) in ${CNI_CONF_DIR})"
+  log "node up in $((SECONDS - start))s; export KUBECONFIG=${CLUSTER_DIR}/kubeconfig"
+}
+
+# ---------------------------------------------------------------------------------------
+# Teardown
+
+# unmount_new unmounts, deepest first, every mount point that was not there before and
+# lies under the state folder or a folder the node uses.
+unmount_new() {
+  local m
+  while read -r m; do
+    [[ -n ${m} ]] || continue
+    grep -qxF "mount ${m}" "${BEFORE}" 2>/dev/null && continue
+    case ${m} in
+      "${NODE_DIR}"/*) ;;
+      /run/netns|/run/netns/*|/run/containerd/*|/var/lib/kubelet/*|/var/lib/containerd/*) [[ -f ${BEFORE} ]] || continue ;;
+      *) continue ;;
+    esac
+    umount "${m}" 2>/dev/null || umount -l "${m}" 2>/dev/null || log "warning: could not unmount ${m}"
+  done < <(awk '{ print $5 }' /proc/self/mountinfo | awk '{ print length, $0 }' | sort -rn | cut -d' ' -f2-)
+}
+
+# remove_cgroups removes the cgroupRoot in every hierarchy and the cgroups that runc made
+# under /sys/fs/cgroup/unified, deepest first (rmdir only: a cgroup with processes stays).
+remove_cgroups() {
+  local h d
+  for h in /sys/fs/cgroup/*/; do
+    h=${h%/}
+    for d in "${h}${CGROUP_ROOT}" $( [[ -f ${BEFORE} && ${h##*/} == unified ]] && find "${h}" -mindepth 1 -maxdepth 1 -type d 2>/dev/null); do
+      [[ -d ${d} ]] || continue
+      grep -qxF "cgroup ${d}" "${BEFORE}" 2>/dev/null && [[ ${d} != "${h}${CGROUP_ROOT}" ]] && continue
+      find "${d}" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+      [[ -d ${d} ]] && log "warning: cgroup ${d} remains (processes left in it?)"
+    done
+  done
+}
+
+restore_sysctls() {
+  local line key val now
+  [[ -f ${BEFORE} ]] || return 0
+  while read -r line; do
+    line=${line#sysctl }
+    key=${line%%=*}; val=${line#*=}
+    now=$(cat "/proc/sys/${key//.//}" 2>/dev/null) || continue
+    if [[ ${now} != "${val}" ]]; then
+      log "restoring ${key}=${val} (was ${now})"
+      echo "${val}" >"/proc/sys/${key//.//}"
+    fi
+  done < <(grep '^sysctl ' "${BEFORE}")
+}
+
+# remove_nft_tables deletes the nftables tables (iptables-nft's included) that were not
+# there before the node.
+remove_nft_tables() {
+  command -v nft >/dev/null 2>&1 || return 0
+  local fam name
+  while read -r _ fam name; do
+    grep -qxF "nft table ${fam} ${name}" "${BEFORE}" 2>/dev/null && continue
+    log "deleting nftables table ${fam} ${name}"
+    nft delete table "${fam}" "${name}" || true
+  done < <(nft list tables 2>/dev/null)
+}
+
+remove_links() {
+  local l
+  for l in $(ip -o link show | awk -F': ' '{ sub(/@.*/, "", $2); print $2 }'); do
+    grep -qxF "link ${l}" "${BEFORE}" 2>/dev/null && continue
+    case ${l} in
+      "${BRIDGE}"|kaddons-cni*|veth*) log "deleting link ${l}"; ip link delete "${l}" 2>/dev/null || true ;;
+    esac
+  done
+}
+
+remove_netns() {
+  local n
+  [[ -d /run/netns ]] || return 0
+  for n in $(find /run/netns -mindepth 1 -maxdepth 1 -printf '%f\n'); do
+    grep -qxF "netns ${n}" "${BEFORE}" 2>/dev/null && continue
+    log "deleting network namespace ${n}"
+    ip netns delete "${n}" 2>/dev/null || { umount "/run/netns/${n}" 2>/dev/null; rm -f "/run/netns/${n}"; }
+  done
+}
+
+remove_dirs() {
+  local d
+  for d in "${REMOVABLE[@]}"; do
+    [[ -e ${d} ]] || continue
+    grep -qxF "entry ${d}" "${BEFORE}" 2>/dev/null && continue
+    # /var/lib/kubelet existed? Then only device-plugins, which the kubelet always makes.
+    log "removing ${d}"
+    rm -rf --one-file-system "${d}"
+  done
+  if grep -qxF "entry /var/lib/kubelet" "${BEFORE}" 2>/dev/null &&
+    ! grep -qxF "entry /var/lib/kubelet/device-plugins" "${BEFORE}"; then
+    rm -rf --one-file-system /var/lib/kubelet/device-plugins
+  fi
+}
+
+# stop_containers stops every task of containerd's k8s.io namespace, so that the shims
+# exit, and removes the containers.
+stop_containers() {
+  local id
+  ctr --address "${SOCK}" version >/dev/null 2>&1 || return 0
+  for id in $(ctr_ tasks ls -q 2>/dev/null); do
+    ctr_ tasks kill -s SIGKILL "${id}" >/dev/null 2>&1 || true
+  done
+  sleep 1
+  for id in $(ctr_ tasks ls -q 2>/dev/null); do
+    ctr_ tasks delete -f "${id}" >/dev/null 2>&1 || true
+  done
+  for id in $(ctr_ containers ls -q 2>/dev/null); do
+    ctr_ containers delete "${id}" >/dev/null 2>&1 || true
+  done
+}
+
+cmd_down() {
+  local purge=0 pid pkgs
+  case ${1:-} in
+    "") ;;
+    --purge) purge=1 ;;
+    *) die "usage: $0 down [--purge]" ;;
+  esac
+  [[ $(id -u) == 0 ]] || die "needs root"
+  if [[ -x $("${ROOT}/hack/toolchain.sh" dir 2>/dev/null)/kubectl && -f ${CLUSTER_DIR}/kubeconfig ]]; then
+    KUBECTL=$("${ROOT}/hack/toolchain.sh" dir)/kubectl
+    if kc get node "${NODE_NAME}" >/dev/null 2>&1; then
+      log "deleting the Node ${NODE_NAME} and its Pods"
+      kc delete pods --all-namespaces --field-selector="spec.nodeName=${NODE_NAME}" --grace-period=0 --force --wait=false >/dev/null 2>&1 || true
+      kc delete node "${NODE_NAME}" --wait=false >/dev/null 2>&1 || true
+    fi
+  fi
+  stop_process kubelet
+  stop_containers
+  stop_process containerd
+  # A local cluster bound to the node IP loses its address with the bridge (kube-apiserver
+  # then hangs on its own loopback client): it stops first; `hack/local-cluster.sh up`
+  # brings it back on 127.0.0.1 with LOCAL_CLUSTER_NODE_IP= (empty).
+  if [[ $(cluster_setting node_ip) == "${NODE_IP}" ]]; then
+    log "stopping the local cluster in ${CLUSTER_DIR}: it listens on ${NODE_IP}, which goes with the bridge"
+    LOCAL_CLUSTER_DIR=${CLUSTER_DIR} "${ROOT}/hack/local-cluster.sh" down
+  fi
+  # Whatever still runs in the node's cgroups (containers), then strays of the state folder.
+  for pid in $(find /sys/fs/cgroup/*"${CGROUP_ROOT}" -name cgroup.procs -exec cat {} + 2>/dev/null | sort -u) $(our_processes); do
+    log "killing leftover process ${pid}: $(cmdline_of "${pid}" | cut -c1-100)"
+    kill -KILL "${pid}" 2>/dev/null || true
+  done
+  sleep 0.5
+  if [[ -f ${BEFORE} ]]; then
+    remove_netns
+    unmount_new
+    remove_links
+    remove_nft_tables
+    remove_cgroups
+    restore_sysctls
+    remove_dirs
+  else
+    # Without the snapshot nothing outside the state folder can be told ours, except the
+    # bridge and the cgroup root, by their names.
+    log "warning: no snapshot in ${BEFORE}: only the state folder's mounts, the bridge and the cgroup root are removed"
+    unmount_new
+    ip link delete "${BRIDGE}" 2>/dev/null || true
+    remove_cgroups
+  fi
+  # The state, except logs, the snapshot and the record of installed packages.
+  rm -rf --one-file-system "${CONTAINERD_DIR}" "${KUBELET_DIR}" "${NODE_DIR}/cni" "${NODE_DIR}/pod-logs" "${PIDS}"
+  if [[ ! -f ${BEFORE} ]]; then
+    log "node down; no snapshot of the host before the node in ${BEFORE} (no \`up\` since the last \`down\`): sysctls not restored, nothing compared"
+  elif ! cmd_check "${BEFORE}"; then
+    die "node down, but the host differs from before the node (above)"
+  else
+    rm -f "${BEFORE}"
+    log "node down; the host is as before the node"
+  fi
+  if [[ ${purge} == 1 && -f ${INSTALLED} ]]; then
+    pkgs=$(sort -u "${INSTALLED}" | tr '\n' ' ')
+    log "removing the Debian packages that up installed: ${pkgs}"
+    # shellcheck disable=SC2086 # one word per package
+    DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq ${pkgs} >/dev/null
+    rm -f "${INSTALLED}"
+    cmd_check "${BEFORE_PACKAGES}" || die "packages removed, but the host differs from before them (above)"
+    rm -f "${BEFORE_PACKAGES}"
+  fi
+}
+
+cmd_status() {
+  local name
+  echo "node: ${NODE_NAME} ${NODE_IP} (state: ${NODE_DIR})"
+  for name in containerd kubelet; do
+    if running "${name}"; then
+      printf '  %-12s pid %-8s running\n' "${name}" "$(pid_of "${name}")"
+    else
+      printf '  %-12s stopped\n' "${name}"
+    fi
+  done
+  KUBECTL=$("${ROOT}/hack/toolchain.sh" dir)/kubectl
+  if [[ -x ${KUBECTL} && -f ${CLUSTER_DIR}/kubeconfig ]]; then
+    kc get node "${NODE_NAME}" -o wide 2>/dev/null || echo "  (node not registered)"
+  fi
+}
+
+# ---------------------------------------------------------------------------------------
+# Smoke check
+
+SMOKE_CNI=10-kaddons-smoke.conf
+
+# write_smoke_cni writes a bridge+host-local CNI config: under a temporary name inside the
+# folder, then renamed (containerd 1.6 misses a file moved in from elsewhere).
+write_smoke_cni() {
+  local tmp=${CNI_CONF_DIR}/.${SMOKE_CNI}.tmp
+  mkdir -p "${CNI_CONF_DIR}" "${NODE_DIR}/cni/ipam"
+  cat >"${tmp}" <<EOF
+{
+  "cniVersion": "0.4.0",
+  "name": "kaddons-smoke",
+  "type": "bridge",
+  "bridge": "kaddons-cni0",
+  "isGateway": true,
+  "ipMasq": false,
+  "ipam": {
+    "type": "host-local",
+    "ranges": [[{"subnet": "10.254.0.0/24"}]],
+    "routes": [{"dst": "0.0.0.0/0"}],
+    "dataDir": "${NODE_DIR}/cni/ipam"
+  }
+}
+EOF
+  mv "${tmp}" "${CNI_CONF_DIR}/${SMOKE_CNI}"
+}
+
+smoke_teardown() {
+  local rc=$?
+  trap - EXIT INT TERM
+  log "smoke: tearing down (node, then the cluster in ${CLUSTER_DIR})"
+  [[ ${rc} == 0 ]] || { kc get pods -A -o wide >&2 2>/dev/null || true; tail -n 40 "${LOGS}/kubelet.log" >&2 || true; }
+  cmd_down || rc=1
+  LOCAL_CLUSTER_DIR=${CLUSTER_DIR} "${ROOT}/hack/local-cluster.sh" down --wipe || rc=1
+  exit "${rc}"
+}
+
+cmd_smoke() {
+  local t0 t deadline phase
+  # A cluster of its own, on ports of its own, wiped at the end.
+  CLUSTER_DIR=${LOCAL_CLUSTER_DIR:-${ROOT}/.local/node-smoke-cluster}
+  export LOCAL_CLUSTER_ETCD_PORT=${LOCAL_CLUSTER_ETCD_PORT:-23890}
+  export LOCAL_CLUSTER_ETCD_PEER_PORT=${LOCAL_CLUSTER_ETCD_PEER_PORT:-23900}
+  export LOCAL_CLUSTER_APISERVER_PORT=${LOCAL_CLUSTER_APISERVER_PORT:-26543}
+  trap smoke_teardown EXIT
+  trap 'exit 130' INT TERM
+  t0=${SECONDS}
+  cmd_up
+  # Without a CNI config the node must stay NotReady, for the network's sake (what the
+  # CNI add-on's bootstrap test relies on).
+  deadline=$((SECONDS + 30))
+  until [[ $(node_ready) == False && $(ready_message) == *NetworkPluginNotReady* ]]; do
+    [[ $(node_ready) != True ]] || die "smoke: node Ready before any CNI config"
+    ((SECONDS < deadline)) || die "smoke: node not NotReady for the network: $(ready_message)"
+    sleep 0.5
+  done
+  log "smoke: node NotReady without a CNI config, as expected: $(ready_message)"
+  log "smoke: writing the temporary bridge+host-local CNI config"
+  t=${SECONDS}
+  write_smoke_cni
+  wait_ready
+  log "smoke: node Ready $((SECONDS - t))s after the CNI config"
+  t=${SECONDS}
+  kc apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: kaddons-node-smoke
+  namespace: default
+spec:
+  nodeSelector:
+    kubernetes.io/hostname: ${NODE_NAME}
+  containers:
+  - name: pause
+    image: ${PAUSE_IMAGE}
+    imagePullPolicy: Never
+  terminationGracePeriodSeconds: 1
+EOF
+  deadline=$((SECONDS + TIMEOUT))
+  until [[ $(kc get pod kaddons-node-smoke -o 'jsonpath={.status.phase}') == Running ]]; do
+    ((SECONDS < deadline)) || { kc describe pod kaddons-node-smoke >&2; die "smoke: the Pod is not Running within ${TIMEOUT}s"; }
+    sleep 0.5
+  done
+  phase=$(kc get pod kaddons-node-smoke -o 'jsonpath={.spec.nodeName} {.status.podIP} {.status.phase}')
+  log "smoke: Pod Running $((SECONDS - t))s after it was created: ${phase}"
+  kc get pod kaddons-node-smoke -o wide
+  log "smoke: memory: kubelet $(rss_mib kubelet) MiB, containerd $(rss_mib containerd) MiB (RSS)"
+  # The Pod's network reaches the API server on the node IP (the pause image has no
+  # client: curl runs in the Pod's network namespace).
+  local task_pid answer
+  task_pid=$(ctr_ tasks ls 2>/dev/null | awk 'NR > 1 && $3 == "RUNNING" { print $2; exit }')
+  [[ -n ${task_pid} ]] || die "smoke: no running task in containerd"
+  answer=$(nsenter --net="/proc/${task_pid}/ns/net" curl -sS --max-time 5 --cacert "${PKI}/ca.crt" \
+    "https://${NODE_IP}:$(cluster_setting apiserver_port)/readyz" 2>&1) || true
+  [[ ${answer} == ok ]] || die "smoke: from the Pod's network, the API server's /readyz answered: ${answer}"
+  log "smoke: from the Pod's network namespace, https://${NODE_IP}:$(cluster_setting apiserver_port)/readyz answers ok"
+  t=${SECONDS}
+  kc delete pod kaddons-node-smoke --wait=true --timeout="${TIMEOUT}s" >/dev/null
+  log "smoke: Pod deleted (sandbox stopped, CNI DEL done) in $((SECONDS - t))s"
+  rm -f "${CNI_CONF_DIR}/${SMOKE_CNI}"
+  log "smoke: passed in $((SECONDS - t0))s"
+}
+
+case ${1:-} in
+  up) cmd_up ;;
+  down) shift; cmd_down "$@" ;;
+  status) cmd_status ;;
+  check) cmd_check ;;
+  smoke) cmd_smoke ;;
+  -h|--help|help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' ;;
+  *) die "usage: $0 up|down [--purge]|status|check|smoke (see --help)" ;;
+esac
