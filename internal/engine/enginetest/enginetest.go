@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega"
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -102,12 +102,12 @@ func NewNamespace(t *testing.T, c client.Client) string {
 // was created with.
 func ExpectUntouched(t *testing.T, c client.Client, objects []*unstructured.Unstructured) {
 	t.Helper()
-	g := NewWithT(t)
+	g := gomega.NewWithT(t)
 	for _, o := range objects {
 		live := &unstructured.Unstructured{}
 		live.SetGroupVersionKind(o.GroupVersionKind())
-		g.Expect(c.Get(context.Background(), client.ObjectKeyFromObject(o), live)).To(Succeed(), "%s %s", o.GetKind(), o.GetName())
-		g.Expect(live.GetUID()).To(Equal(o.GetUID()), "%s %s was re-created", o.GetKind(), o.GetName())
-		g.Expect(live.GetResourceVersion()).To(Equal(o.GetResourceVersion()), "%s %s was written", o.GetKind(), o.GetName())
+		g.Expect(c.Get(context.Background(), client.ObjectKeyFromObject(o), live)).To(gomega.Succeed(), "%s %s", o.GetKind(), o.GetName())
+		g.Expect(live.GetUID()).To(gomega.Equal(o.GetUID()), "%s %s was re-created", o.GetKind(), o.GetName())
+		g.Expect(live.GetResourceVersion()).To(gomega.Equal(o.GetResourceVersion()), "%s %s was written", o.GetKind(), o.GetName())
 	}
 }

@@ -114,7 +114,9 @@ func newManager() *ssa.Manager {
 }
 
 // owner is the add-on coredns in ns, which the tests' objects belong to.
-func owner(ns string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: "coredns"} }
+func owner(ns string) types.NamespacedName {
+	return types.NamespacedName{Namespace: ns, Name: "coredns"}
+}
 
 // request is an Apply of objects for the add-on coredns in ns.
 func request(ns string, objects []*unstructured.Unstructured) ssa.Request {
@@ -191,14 +193,14 @@ func object(t *testing.T, ns, doc string) *unstructured.Unstructured {
 	if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
 		t.Fatalf("decoding %s: %v", doc, err)
 	}
-	labels := u.GetLabels()
-	if labels == nil {
-		labels = map[string]string{}
+	set := u.GetLabels()
+	if set == nil {
+		set = map[string]string{}
 	}
 	for k, v := range ssa.InstanceLabels(testKind, owner(ns)) {
-		labels[k] = v
+		set[k] = v
 	}
-	u.SetLabels(labels)
+	u.SetLabels(set)
 	return u
 }
 
@@ -246,11 +248,11 @@ func applied(t *testing.T, ns string, objects []*unstructured.Unstructured, prev
 func relabelled(t *testing.T, objects []*unstructured.Unstructured, ns string) []*unstructured.Unstructured {
 	t.Helper()
 	for _, o := range objects {
-		labels := o.GetLabels()
+		set := o.GetLabels()
 		for k, v := range ssa.InstanceLabels(testKind, owner(ns)) {
-			labels[k] = v
+			set[k] = v
 		}
-		o.SetLabels(labels)
+		o.SetLabels(set)
 	}
 	return objects
 }

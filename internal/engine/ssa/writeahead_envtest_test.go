@@ -26,17 +26,6 @@ func expectGone(t *testing.T, refs []addonsv1alpha1.ObjectReference) {
 	}
 }
 
-// clusterScoped returns the cluster-scoped entries of refs.
-func clusterScoped(refs []addonsv1alpha1.ObjectReference) []addonsv1alpha1.ObjectReference {
-	var out []addonsv1alpha1.ObjectReference
-	for _, ref := range refs {
-		if ref.Namespace == "" {
-			out = append(out, ref)
-		}
-	}
-	return out
-}
-
 // TestBeforeWritesSeesEveryObjectBeforeTheFirstWrite: the hook gets every object to
 // inventory, cluster-scoped ones included, while none exists yet; when it fails, the
 // apply stops with its error and nothing written.
@@ -57,7 +46,7 @@ func TestBeforeWritesSeesEveryObjectBeforeTheFirstWrite(t *testing.T) {
 	res, err := newManager().Apply(ctx, req)
 	g.Expect(err).To(MatchError(errRecord))
 	g.Expect(recorded).To(ConsistOf(refsOf(objects)))
-	g.Expect(clusterScoped(recorded)).To(HaveLen(2))
+	g.Expect(enginetest.ClusterScoped(recorded)).To(HaveLen(2))
 	g.Expect(res.Applied).To(BeEmpty())
 	expectGone(t, refsOf(objects))
 
@@ -80,7 +69,7 @@ func TestWriteAheadInventoryLeavesNoOrphan(t *testing.T) {
 		ns, elsewhere := enginetest.NewNamespace(t, k8sClient), enginetest.NewNamespace(t, k8sClient)
 		crashed := applied(t, ns, coreDNSObjects(t, ns, variant{}), nil)
 		orphans := crashed.Inventory
-		g.Expect(clusterScoped(orphans)).NotTo(BeEmpty())
+		g.Expect(enginetest.ClusterScoped(orphans)).NotTo(BeEmpty())
 
 		// The add-on now renders into another namespace; its inventory is empty.
 		req := request(ns, relabelled(t, coreDNSObjects(t, elsewhere, variant{}), ns))
@@ -111,7 +100,7 @@ func TestWriteAheadInventoryLeavesNoOrphan(t *testing.T) {
 		first := applied(t, ns, coreDNSObjects(t, ns, variant{}), nil)
 		crashed := applied(t, ns, relabelled(t, coreDNSObjects(t, elsewhere, variant{}), ns), first.Inventory)
 		orphans := crashed.Inventory
-		g.Expect(clusterScoped(orphans)).NotTo(BeEmpty())
+		g.Expect(enginetest.ClusterScoped(orphans)).NotTo(BeEmpty())
 
 		// Changed back: the recorded inventory is still the first apply's.
 		req := request(ns, coreDNSObjects(t, ns, variant{}))
