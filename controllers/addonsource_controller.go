@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
-	"github.com/kaddons/kaddons/internal/engine"
 	"github.com/kaddons/kaddons/internal/addonsource"
+	"github.com/kaddons/kaddons/internal/engine"
 	"github.com/kaddons/kaddons/internal/sources"
 )
 

@@ -20,52 +20,38 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	addonv1alpha1 "sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/addon/pkg/apis/v1alpha1"
 	"sigs.k8s.io/yaml"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/internal/engine"
+	"github.com/kaddons/kaddons/internal/engine/enginetest"
 	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
 
 const (
-	oldVersion = "1.11.3"
-	newVersion = "1.12.1"
+	oldVersion = enginetest.OldVersion
+	newVersion = enginetest.NewVersion
 )
 
-// newCoreDNS returns a CoreDNS named coredns in ns at version.
+// The CoreDNS helpers are enginetest's, on the suite's client.
+
 func newCoreDNS(ns, version string) *addonsv1alpha1.CoreDNS {
-	return &addonsv1alpha1.CoreDNS{
-		ObjectMeta: metav1.ObjectMeta{Name: "coredns", Namespace: ns},
-		Spec:       addonsv1alpha1.CoreDNSSpec{CommonSpec: addonv1alpha1.CommonSpec{Version: version}},
-	}
+	return enginetest.NewCoreDNS(ns, version)
 }
 
-// createCoreDNS creates cr and waits until version is applied.
 func createCoreDNS(t *testing.T, cr *addonsv1alpha1.CoreDNS) {
 	t.Helper()
-	NewWithT(t).Expect(k8sClient.Create(context.Background(), cr)).To(Succeed())
-	waitApplied(t, cr, cr.Spec.Version)
+	enginetest.CreateCoreDNS(t, k8sClient, cr)
 }
 
-// createReadyCoreDNS creates cr, plays the controller-manager for its workloads and
-// waits until it is Ready.
 func createReadyCoreDNS(t *testing.T, cr *addonsv1alpha1.CoreDNS) {
 	t.Helper()
-	createCoreDNS(t, cr)
-	markWorkloadsAvailable(t, cr.Namespace)
-	waitReason(t, cr, addonsv1alpha1.ReasonReconciled)
+	enginetest.CreateReadyCoreDNS(t, k8sClient, cr)
 }
 
-// updateCoreDNS applies mutate to the live CoreDNS and writes it back.
 func updateCoreDNS(t *testing.T, cr *addonsv1alpha1.CoreDNS, mutate func(*addonsv1alpha1.CoreDNS)) {
 	t.Helper()
-	g := NewWithT(t)
-	g.Eventually(func(g Gomega) {
-		getAddon(g, cr)
-		mutate(cr)
-		g.Expect(k8sClient.Update(context.Background(), cr)).To(Succeed())
-	}).WithTimeout(eventuallyTimeout).Should(Succeed())
+	enginetest.UpdateCoreDNS(t, k8sClient, cr, mutate)
 }
 
 // createCoreDNSWithDeployment creates a CoreDNS add-on of newVersion in a namespace of

@@ -96,28 +96,3 @@ func TestForgedLabelsCostNoMemoryAndWakeNothing(t *testing.T) {
 	}
 	g.Expect(k8sClient.DeleteAllOf(ctx, &corev1.ConfigMap{}, client.InNamespace(ns), client.MatchingLabels(labels))).To(Succeed())
 }
-
-// TestForgedLabelsAreNotOwnership has a namespace editor create, before the add-on exists,
-// a ConfigMap with the name of the add-on's Corefile ConfigMap and the add-on's instance
-// labels. Labels used to be ownership; without kaddons' seal they are not: the add-on
-// waits for adoption, naming it, and never writes it.
-func TestForgedLabelsAreNotOwnership(t *testing.T) {
-	g := NewWithT(t)
-	ctx := context.Background()
-	ns := newNamespace(t)
-	tenantAccount(t, ns, "editor")
-	cr := newCoreDNS(ns, newVersion)
-	forged := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "coredns",
-		Labels: map[string]string{ssa.LabelManagedBy: ssa.ManagedByValue, ssa.LabelKind: "coredns",
-			ssa.LabelNamespace: ns, ssa.LabelName: cr.Name}},
-		Data: map[string]string{"Corefile": ".:53 {\n    forward . 192.0.2.1\n}\n"}}
-	g.Expect(clientAs(t, ns, "editor").Create(ctx, forged)).To(Succeed())
-
-	g.Expect(k8sClient.Create(ctx, cr)).To(Succeed())
-	ready := waitReason(t, cr, addonsv1alpha1.ReasonAdoptionRequired)
-	g.Expect(ready.Message).To(ContainSubstring("ConfigMap " + ns + "/coredns"))
-	live := &corev1.ConfigMap{}
-	g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(forged), live)).To(Succeed())
-	g.Expect(live.ResourceVersion).To(Equal(forged.ResourceVersion), "the forged ConfigMap was written")
-	g.Expect(live.Data).To(Equal(forged.Data))
-}

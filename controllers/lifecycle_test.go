@@ -7,7 +7,6 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	dto "github.com/prometheus/client_model/go"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -17,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/internal/engine"
@@ -307,44 +305,6 @@ func TestUpgradeRollback(t *testing.T) {
 			g.Expect(events.Items).To(ContainElement(HaveField("Reason", engine.EventRolledBack)))
 		})
 	}
-}
-
-// metricValue reads one series of a kaddons metric from the controller-runtime registry.
-func metricValue(t *testing.T, name string, labels map[string]string) float64 {
-	t.Helper()
-	families, err := metrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if matches(m, labels) {
-				switch {
-				case m.GetGauge() != nil:
-					return m.GetGauge().GetValue()
-				case m.GetCounter() != nil:
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
-}
-
-func matches(m *dto.Metric, labels map[string]string) bool {
-	found := 0
-	for _, l := range m.GetLabel() {
-		if v, ok := labels[l.GetName()]; ok {
-			if v != l.GetValue() {
-				return false
-			}
-			found++
-		}
-	}
-	return found == len(labels)
 }
 
 func TestMetricsAndDriftEvents(t *testing.T) {

@@ -11,14 +11,13 @@ import (
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/internal/engine"
+	"github.com/kaddons/kaddons/internal/engine/enginetest"
 )
 
 // withSettings runs the rest of the test with the manager's settings replaced.
 func withSettings(t *testing.T, s engine.Settings) {
 	t.Helper()
-	previous := settings.Load()
-	settings.Store(s)
-	t.Cleanup(func() { settings.Store(previous) })
+	enginetest.WithSettings(t, settings, s)
 }
 
 // touch changes an annotation of the add-on, which reconciles it.

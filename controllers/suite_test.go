@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap/zapcore"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -26,9 +24,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	configv1alpha1 "github.com/kaddons/kaddons/api/config/v1alpha1"
@@ -36,6 +31,7 @@ import (
 	"github.com/kaddons/kaddons/internal/channels"
 	"github.com/kaddons/kaddons/internal/config"
 	"github.com/kaddons/kaddons/internal/engine"
+	"github.com/kaddons/kaddons/internal/engine/enginetest"
 	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
 
@@ -82,24 +78,13 @@ func TestMain(m *testing.M) {
 }
 
 func runSuite(m *testing.M) int {
-	logf.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true), zap.Level(zapLevel())))
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run `make test`, which builds kube-apiserver and etcd with hack/toolchain.sh")
-		return 1
-	}
-	testEnv := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
-	// envtest's default /24 runs out after about 253 Services.
-	testEnv.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.96.0.0/16")
-
-	var err error
-	cfg, err = testEnv.Start()
+	enginetest.SetLogger()
+	testEnv, started, err := enginetest.Start()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "starting envtest: %v\n", err)
 		return 1
 	}
+	cfg = started
 	defer func() {
 		if err := testEnv.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "stopping envtest: %v\n", err)
@@ -127,8 +112,8 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "creating manager: %v\n", err)
 		return 1
 	}
-	// The manager reads the repository's channels plus the test-only packages of
-	// testdata/packages, copied into a temporary folder.
+	// The manager reads the repository's channels plus the test-only channels of
+	// testdata/channels, copied into a temporary folder.
 	channelsDir, err := os.MkdirTemp("", "kaddons-channels-")
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "creating channels folder: %v\n", err)
@@ -137,7 +122,6 @@ func runSuite(m *testing.M) int {
 	defer func() { _ = os.RemoveAll(channelsDir) }()
 	for src, dst := range map[string]string{
 		filepath.Join("..", "channels"):       channelsDir,
-		filepath.Join("testdata", "packages"): filepath.Join(channelsDir, "packages"),
 		filepath.Join("testdata", "channels"): channelsDir,
 	} {
 		if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
@@ -203,14 +187,6 @@ func definedKinds() []string {
 		kinds = append(kinds, gvk.Kind)
 	}
 	return kinds
-}
-
-// zapLevel keeps the suite's logs quiet unless KADDONS_TEST_VERBOSE is set.
-func zapLevel() zapcore.Level {
-	if os.Getenv("KADDONS_TEST_VERBOSE") != "" {
-		return zapcore.DebugLevel
-	}
-	return zapcore.ErrorLevel
 }
 
 // requestCounter counts the manager's API requests by verb.
@@ -341,16 +317,3 @@ func (c *requestCounter) writeCount() int {
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
-
-// newNamespace creates a namespace of its own for one test and deletes it afterwards.
-func newNamespace(t *testing.T) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "kaddons-test-"}}
-	if err := k8sClient.Create(context.Background(), ns); err != nil {
-		t.Fatalf("creating namespace: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = k8sClient.Delete(context.Background(), ns)
-	})
-	return ns.Name
-}

@@ -1,8 +1,9 @@
-package controllers
+package engine_test
 
 import (
 	"context"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +16,7 @@ import (
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/internal/engine"
+	"github.com/kaddons/kaddons/internal/engine/enginetest"
 )
 
 // TestOwnerReferencesRebuilt strips the owner references from every child, as a backup
@@ -24,7 +26,7 @@ func TestOwnerReferencesRebuilt(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
-	cr := newCoreDNS(ns, newVersion)
+	cr := enginetest.NewCoreDNS(ns, newVersion)
 	createReadyCoreDNS(t, cr)
 	uids := map[addonsv1alpha1.ObjectReference]types.UID{}
 	stripped := 0
@@ -59,11 +61,11 @@ func TestDeletionWaitsForAForeignFinalizer(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
-	cr := newCoreDNS(ns, newVersion)
+	cr := enginetest.NewCoreDNS(ns, newVersion)
 	createReadyCoreDNS(t, cr)
 	const foreign = "example.com/backup-in-progress"
 	cm := &corev1.ConfigMap{}
-	key := types.NamespacedName{Namespace: ns, Name: coreDNSConfigMap}
+	key := types.NamespacedName{Namespace: ns, Name: "coredns"}
 	g.Expect(k8sClient.Get(ctx, key, cm)).To(Succeed())
 	cm.Finalizers = append(cm.Finalizers, foreign)
 	g.Expect(k8sClient.Update(ctx, cm)).To(Succeed())
@@ -71,20 +73,20 @@ func TestDeletionWaitsForAForeignFinalizer(t *testing.T) {
 	g.Expect(k8sClient.Delete(ctx, cr)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		getAddon(g, cr)
-		ready := readyCondition(&cr.Status.AddonStatus)
+		ready := enginetest.ReadyCondition(&cr.Status.AddonStatus)
 		g.Expect(ready.Reason).To(Equal(addonsv1alpha1.ReasonDeleting))
 		g.Expect(ready.Message).To(ContainSubstring("ConfigMap " + ns + "/coredns (finalizers: " + foreign + ")"))
 	}).WithTimeout(eventuallyTimeout).WithPolling(pollInterval).Should(Succeed())
 	g.Expect(cr.Finalizers).To(ContainElement(engine.Finalizer))
-	g.Eventually(func() []string { return eventReasons(t, ns, cr.Name) }).WithTimeout(eventuallyTimeout).
+	g.Eventually(func() []string { return enginetest.EventReasons(t, k8sClient, ns, cr.Name) }).WithTimeout(eventuallyTimeout).
 		Should(ContainElement(engine.EventDeletionBlocked))
 	// Children of later stages are gone already; the ConfigMap's stage holds up the rest.
-	_, err := liveObject(addonsv1alpha1.ObjectReference{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: ns, Name: coreDNSDeployment})
+	_, err := liveObject(addonsv1alpha1.ObjectReference{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: ns, Name: "coredns"})
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the Deployment (a later stage) is deleted first")
 	g.Consistently(func(g Gomega) {
 		g.Expect(k8sClient.Get(ctx, key, cm)).To(Succeed())
 		g.Expect(cm.Finalizers).To(ContainElement(foreign))
-	}).WithTimeout(quietWindow).WithPolling(pollInterval).Should(Succeed())
+	}).WithTimeout(2 * time.Second).WithPolling(pollInterval).Should(Succeed())
 
 	// The other controller lets go: the deletion finishes.
 	patch := client.MergeFrom(cm.DeepCopy())
@@ -105,7 +107,7 @@ func TestDeletionWaitsForAForeignFinalizer(t *testing.T) {
 func TestPausedAddonDoesNotClaimAnUnappliedSpec(t *testing.T) {
 	g := NewWithT(t)
 	ns := newNamespace(t)
-	cr := newCoreDNS(ns, newVersion)
+	cr := enginetest.NewCoreDNS(ns, newVersion)
 	createReadyCoreDNS(t, cr)
 	updateCoreDNS(t, cr, func(c *addonsv1alpha1.CoreDNS) { c.Spec.Suspend = true })
 	ready := waitReason(t, cr, addonsv1alpha1.ReasonPaused)
@@ -117,7 +119,7 @@ func TestPausedAddonDoesNotClaimAnUnappliedSpec(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		getAddon(g, cr)
 		g.Expect(cr.Generation).To(Equal(paused + 1))
-		r := readyCondition(&cr.Status.AddonStatus)
+		r := enginetest.ReadyCondition(&cr.Status.AddonStatus)
 		g.Expect(r.Message).To(ContainSubstring("is not applied"))
 		g.Expect(r.ObservedGeneration).To(Equal(paused))
 		g.Expect(cr.Status.ObservedGeneration).To(Equal(paused))
@@ -126,7 +128,7 @@ func TestPausedAddonDoesNotClaimAnUnappliedSpec(t *testing.T) {
 	deploy := &unstructured.Unstructured{}
 	deploy.SetAPIVersion("apps/v1")
 	deploy.SetKind("Deployment")
-	g.Expect(k8sClient.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: coreDNSDeployment}, deploy)).To(Succeed())
+	g.Expect(k8sClient.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: "coredns"}, deploy)).To(Succeed())
 	replicas, _, _ := unstructured.NestedInt64(deploy.Object, "spec", "replicas")
 	g.Expect(replicas).To(Equal(int64(2)), "a paused add-on applied a change")
 

@@ -1,9 +1,8 @@
-package controllers
+package engine_test
 
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -12,7 +11,12 @@ import (
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/internal/engine"
+	"github.com/kaddons/kaddons/internal/engine/enginetest"
 )
+
+// The write-ahead record as the reconciler keeps it: a manager that dies between its
+// writes and its status write leaves no orphan. internal/engine/ssa's
+// writeahead_envtest_test.go checks the apply library's side (BeforeWrites, Pending).
 
 // errCrashed stands for a manager that died after applying and before writing the status.
 var errCrashed = errors.New("the manager died before writing the status")
@@ -42,7 +46,7 @@ func crashAfterApply(t *testing.T, cr *addonsv1alpha1.CoreDNS, change func()) ([
 	paused.PausedKinds = []string{"CoreDNS"}
 	withSettings(t, paused)
 	change()
-	crash, err := engine.NewWithClients(CoreDNSDefinition(), engine.Options{Catalog: source, Settings: engine.NewSettingsStore(running)},
+	crash, err := engine.NewWithClients(testDefinition(), engine.Options{Catalog: source, Settings: engine.NewSettingsStore(running), Sealer: sealer},
 		engine.Clients{Client: crashingStatus{testMgr.GetClient()}, Reader: testMgr.GetAPIReader(), Scheme: testMgr.GetScheme(),
 			Mapper: testMgr.GetRESTMapper(), Recorder: testMgr.GetEventRecorder("crash-test")})
 	g.Expect(err).NotTo(HaveOccurred())
@@ -73,17 +77,6 @@ func crashAfterApply(t *testing.T, cr *addonsv1alpha1.CoreDNS, change func()) ([
 	return refs, func() { settings.Store(running) }
 }
 
-// clusterScoped returns the cluster-scoped entries of refs.
-func clusterScoped(refs []addonsv1alpha1.ObjectReference) []addonsv1alpha1.ObjectReference {
-	var out []addonsv1alpha1.ObjectReference
-	for _, ref := range refs {
-		if ref.Namespace == "" {
-			out = append(out, ref)
-		}
-	}
-	return out
-}
-
 // TestWriteAheadInventoryLeavesNoOrphan crashes the manager after an apply and before its
 // status write, then changes or deletes the add-on: every object the crashed apply
 // created, namespaced and cluster-scoped, is pruned or deleted.
@@ -91,12 +84,12 @@ func TestWriteAheadInventoryLeavesNoOrphan(t *testing.T) {
 	t.Run("a new add-on, then a changed spec", func(t *testing.T) {
 		g := NewWithT(t)
 		ns, elsewhere := newNamespace(t), newNamespace(t)
-		cr := newCoreDNS(ns, newVersion)
+		cr := enginetest.NewCoreDNS(ns, newVersion)
 		orphans, resume := crashAfterApply(t, cr, func() {
 			g.Expect(k8sClient.Create(context.Background(), cr)).To(Succeed())
 		})
 		g.Expect(cr.Status.Inventory.Objects()).To(BeEmpty(), "the crashed reconcile recorded an inventory")
-		g.Expect(clusterScoped(orphans)).NotTo(BeEmpty())
+		g.Expect(enginetest.ClusterScoped(orphans)).NotTo(BeEmpty())
 
 		updateCoreDNS(t, cr, func(c *addonsv1alpha1.CoreDNS) { c.Spec.TargetNamespace = elsewhere })
 		resume()
@@ -112,7 +105,7 @@ func TestWriteAheadInventoryLeavesNoOrphan(t *testing.T) {
 	t.Run("a new add-on, then deleted", func(t *testing.T) {
 		g := NewWithT(t)
 		ns := newNamespace(t)
-		cr := newCoreDNS(ns, newVersion)
+		cr := enginetest.NewCoreDNS(ns, newVersion)
 		orphans, _ := crashAfterApply(t, cr, func() {
 			g.Expect(k8sClient.Create(context.Background(), cr)).To(Succeed())
 		})
@@ -126,14 +119,14 @@ func TestWriteAheadInventoryLeavesNoOrphan(t *testing.T) {
 	t.Run("a change that adds objects, then changed back", func(t *testing.T) {
 		g := NewWithT(t)
 		ns, elsewhere := newNamespace(t), newNamespace(t)
-		cr := newCoreDNS(ns, newVersion)
+		cr := enginetest.NewCoreDNS(ns, newVersion)
 		createCoreDNS(t, cr)
 		applied := cr.Status.Inventory.Objects()
 		orphans, resume := crashAfterApply(t, cr, func() {
 			updateCoreDNS(t, cr, func(c *addonsv1alpha1.CoreDNS) { c.Spec.TargetNamespace = elsewhere })
 		})
 		g.Expect(cr.Status.Inventory.Objects()).To(Equal(applied), "the crashed reconcile recorded an inventory")
-		g.Expect(clusterScoped(orphans)).NotTo(BeEmpty())
+		g.Expect(enginetest.ClusterScoped(orphans)).NotTo(BeEmpty())
 
 		updateCoreDNS(t, cr, func(c *addonsv1alpha1.CoreDNS) { c.Spec.TargetNamespace = "" })
 		resume()
@@ -145,48 +138,4 @@ func TestWriteAheadInventoryLeavesNoOrphan(t *testing.T) {
 			g.Expect(err).NotTo(HaveOccurred(), "%s was not re-created", ref)
 		}
 	})
-}
-
-// TestCreatingAnAddonCostsNineRequests counts the requests of a new 7-object CoreDNS
-// until it settles: the finalizer and the write-ahead record share one patch, then 7
-// create-only applies (no GET) and one status patch. The first apply records no event
-// (the Ready event ends the install, and nothing runs the pods here).
-func TestCreatingAnAddonCostsNineRequests(t *testing.T) {
-	g := NewWithT(t)
-	ns := newNamespace(t)
-	cr := newCoreDNS(ns, newVersion)
-	mark, markAll, markApplied := requests.writeCount(), requests.count(), requests.applyCount()
-	createCoreDNS(t, cr)
-	waitQuiet(t, ns)
-	// Reads count too: the ownership check of the new objects is their create-only apply,
-	// not a GET each past the cache.
-	all := requests.requestsSince(markAll, ns)
-	g.Expect(all).To(HaveLen(9), "requests: %v", all)
-	for _, r := range all {
-		g.Expect(r).NotTo(HavePrefix("GET "), "requests: %v", all)
-	}
-	var writes, addonPatches []string
-	requests.mu.Lock()
-	for _, w := range requests.writes[mark:] {
-		if !strings.Contains(w, ns) {
-			continue
-		}
-		if strings.Contains(w, "/v1alpha1/namespaces/"+ns+"/coredns/") {
-			addonPatches = append(addonPatches, w)
-		}
-		writes = append(writes, w)
-	}
-	requests.mu.Unlock()
-	g.Expect(cr.Status.Inventory.Len()).To(Equal(7))
-	g.Expect(writes).To(HaveLen(9), "writes: %v", writes)
-	g.Expect(writes).NotTo(ContainElement(ContainSubstring("/events")), "writes: %v", writes)
-	g.Expect(addonPatches).To(ConsistOf(
-		"PATCH /apis/addons.kaddons.dev/v1alpha1/namespaces/"+ns+"/coredns/"+cr.Name,
-		"PATCH /apis/addons.kaddons.dev/v1alpha1/namespaces/"+ns+"/coredns/"+cr.Name+"/status"),
-		"one patch for the finalizer and the write-ahead record, one for the status")
-	// The API server answers each apply with the object's metadata only: the engine reads
-	// nothing else from it, and neither side encodes or decodes the whole object.
-	applied := requests.appliedSince(markApplied, ns)
-	g.Expect(applied).To(HaveLen(7), "applies: %v", applied)
-	g.Expect(applied).To(HaveEach(HaveSuffix(" PartialObjectMetadata")), "applies: %v", applied)
 }

@@ -1,4 +1,4 @@
-package controllers
+package engine_test
 
 import (
 	"context"
@@ -6,19 +6,21 @@ import (
 
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/internal/engine"
-	"github.com/kaddons/kaddons/internal/engine/ssa"
+	"github.com/kaddons/kaddons/internal/engine/enginetest"
 )
+
+// What the reconciler makes of the apply library's prune, partial apply and immutable
+// fields: the add-on's status and conditions, its events, its retries.
+// internal/engine/ssa's prune_envtest_test.go checks the apply library itself (what is
+// pruned and what is kept, the errors).
 
 // The test-only packages of testdata/packages: 1.12.1 without its PodDisruptionBudget,
 // and the same with a Service the API server rejects.
@@ -29,46 +31,12 @@ const (
 	versionNewSelector = "1.12.1-new-selector"
 )
 
-// eventsFor lists the events of one reason in ns.
-func eventsFor(g Gomega, ns, reason string) []corev1.Event {
-	events := &corev1.EventList{}
-	g.Expect(k8sClient.List(context.Background(), events, client.InNamespace(ns))).To(Succeed())
-	var out []corev1.Event
-	for _, e := range events.Items {
-		if e.Reason == reason {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// newDecoy creates a PodDisruptionBudget that carries the add-on's labels but is not
-// in its inventory.
-func newDecoy(t *testing.T, ns string) *policyv1.PodDisruptionBudget {
-	t.Helper()
-	decoy := &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: "decoy", Namespace: ns, Labels: map[string]string{
-			ssa.LabelManagedBy: ssa.ManagedByValue, ssa.LabelKind: "coredns",
-			ssa.LabelNamespace: ns, ssa.LabelName: "coredns",
-		}},
-		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptrIntOrString(1)},
-	}
-	NewWithT(t).Expect(k8sClient.Create(context.Background(), decoy)).To(Succeed())
-	return decoy
-}
-
-func ptrIntOrString(i int) *intstr.IntOrString {
-	v := intstr.FromInt32(int32(i))
-	return &v
-}
-
 func TestPruneRemovesOnlyWhatLeftTheManifests(t *testing.T) {
 	ctx := context.Background()
 	g := NewWithT(t)
 	ns := newNamespace(t)
-	cr := newCoreDNS(ns, newVersion)
+	cr := enginetest.NewCoreDNS(ns, newVersion)
 	createCoreDNS(t, cr)
-	decoy := newDecoy(t, ns)
 
 	updateCoreDNS(t, cr, func(c *addonsv1alpha1.CoreDNS) { c.Spec.Version = versionNoPDB })
 	waitApplied(t, cr, versionNoPDB)
@@ -76,10 +44,8 @@ func TestPruneRemovesOnlyWhatLeftTheManifests(t *testing.T) {
 	g.Eventually(func() bool {
 		return apierrors.IsNotFound(k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "coredns"}, &policyv1.PodDisruptionBudget{}))
 	}).WithTimeout(eventuallyTimeout).Should(BeTrue(), "the PodDisruptionBudget that left the package was not pruned")
-	g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(decoy), &policyv1.PodDisruptionBudget{})).To(Succeed(),
-		"an object outside the inventory was deleted because of its labels")
 	g.Eventually(func(g Gomega) {
-		pruned := eventsFor(g, ns, engine.EventPruned)
+		pruned := enginetest.EventsFor(g, k8sClient, ns, engine.EventPruned)
 		g.Expect(pruned).To(HaveLen(1))
 		g.Expect(pruned[0].Message).To(ContainSubstring("PodDisruptionBudget " + ns + "/coredns"))
 	}).WithTimeout(eventuallyTimeout).Should(Succeed())
@@ -89,9 +55,9 @@ func TestNothingIsPrunedAfterAPartialApply(t *testing.T) {
 	ctx := context.Background()
 	g := NewWithT(t)
 	ns := newNamespace(t)
-	cr := newCoreDNS(ns, newVersion)
+	cr := enginetest.NewCoreDNS(ns, newVersion)
 	createCoreDNS(t, cr)
-	errorsBefore := metricValue(t, "kaddons_reconciles_total", map[string]string{"kind": "CoreDNS", "result": "error"})
+	errorsBefore := enginetest.MetricValue(t, "kaddons_reconciles_total", map[string]string{"kind": "CoreDNS", "result": "error"})
 
 	updateCoreDNS(t, cr, func(c *addonsv1alpha1.CoreDNS) { c.Spec.Version = versionBroken })
 	ready := waitReason(t, cr, addonsv1alpha1.ReasonApplyFailed)
@@ -102,12 +68,12 @@ func TestNothingIsPrunedAfterAPartialApply(t *testing.T) {
 	// The apply is retried with back-off; the PodDisruptionBudget stays all along, and
 	// the repeated failure gives one event, not one per retry.
 	g.Eventually(func() float64 {
-		return metricValue(t, "kaddons_reconciles_total", map[string]string{"kind": "CoreDNS", "result": "error"})
+		return enginetest.MetricValue(t, "kaddons_reconciles_total", map[string]string{"kind": "CoreDNS", "result": "error"})
 	}).WithTimeout(eventuallyTimeout).Should(BeNumerically(">=", errorsBefore+3))
 	g.Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "coredns"}, &policyv1.PodDisruptionBudget{})).To(Succeed())
 	getAddon(g, cr)
 	g.Expect(cr.Status.Inventory.Objects()).To(HaveLen(7), "the inventory still lists the PodDisruptionBudget")
-	g.Expect(eventsFor(g, ns, addonsv1alpha1.ReasonApplyFailed)).To(HaveLen(1))
+	g.Expect(enginetest.EventsFor(g, k8sClient, ns, addonsv1alpha1.ReasonApplyFailed)).To(HaveLen(1))
 
 	// Fixing the spec applies and prunes.
 	updateCoreDNS(t, cr, func(c *addonsv1alpha1.CoreDNS) { c.Spec.Version = versionNoPDB })
@@ -120,8 +86,12 @@ func TestNothingIsPrunedAfterAPartialApply(t *testing.T) {
 func TestImmutableFieldChange(t *testing.T) {
 	ctx := context.Background()
 	g := NewWithT(t)
-	cr, before := createCoreDNSWithDeployment(t)
-	ns, key := cr.Namespace, client.ObjectKeyFromObject(before)
+	ns := newNamespace(t)
+	cr := enginetest.NewCoreDNS(ns, newVersion)
+	createCoreDNS(t, cr)
+	key := types.NamespacedName{Namespace: ns, Name: "coredns"}
+	before := &appsv1.Deployment{}
+	g.Expect(k8sClient.Get(ctx, key, before)).To(Succeed())
 
 	updateCoreDNS(t, cr, func(c *addonsv1alpha1.CoreDNS) { c.Spec.Version = versionNewSelector })
 	ready := waitReason(t, cr, addonsv1alpha1.ReasonImmutableField)
@@ -142,6 +112,6 @@ func TestImmutableFieldChange(t *testing.T) {
 	g.Expect(after.UID).NotTo(Equal(before.UID))
 	g.Expect(after.Spec.Selector.MatchLabels).To(HaveKeyWithValue("app.kubernetes.io/name", "coredns"))
 	g.Eventually(func(g Gomega) {
-		g.Expect(eventsFor(g, ns, engine.EventRecreated)).To(HaveLen(1))
+		g.Expect(enginetest.EventsFor(g, k8sClient, ns, engine.EventRecreated)).To(HaveLen(1))
 	}).WithTimeout(eventuallyTimeout).Should(Succeed())
 }

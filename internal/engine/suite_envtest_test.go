@@ -1,0 +1,172 @@
+package engine_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	"github.com/kaddons/kaddons/internal/channels"
+	"github.com/kaddons/kaddons/internal/engine"
+	"github.com/kaddons/kaddons/internal/engine/enginetest"
+	"github.com/kaddons/kaddons/internal/engine/ssa"
+)
+
+// The envtest tests of the engine (the *_envtest_test.go files) run one reconciler,
+// for a test Definition of the CoreDNS kind without CoreDNS's own transforms, in a
+// manager against a real kube-apiserver and etcd: what they check is the engine's, not
+// CoreDNS's (which controllers/ tests). Each test works in a namespace of its own.
+var (
+	k8sClient client.Client
+	testMgr   ctrl.Manager
+	// source is the repository's channels plus the test-only packages of
+	// testdata/packages.
+	source *channels.Catalog
+	// settings are the operator-wide settings the manager runs with; a test that
+	// changes them restores them.
+	settings = engine.NewSettingsStore(engine.Settings{})
+	sealer   = ssa.NewSealer([]byte("the engine envtest suite's seal key, 32+ bytes"))
+)
+
+// testDefinition is the CoreDNS kind with the children of its package and, of its typed
+// fields, only replicas and the node selector, applied through the engine's generic
+// PodFields; nothing else of CoreDNS's own (Corefile, adoption of kubeadm's install).
+func testDefinition() engine.Definition {
+	return engine.Definition{
+		Prototype:     &addonsv1alpha1.CoreDNS{},
+		HomeNamespace: metav1.NamespaceSystem,
+		Children: []schema.GroupVersionKind{
+			corev1.SchemeGroupVersion.WithKind("ServiceAccount"),
+			corev1.SchemeGroupVersion.WithKind("ConfigMap"),
+			corev1.SchemeGroupVersion.WithKind("Service"),
+			rbacv1.SchemeGroupVersion.WithKind("ClusterRole"),
+			rbacv1.SchemeGroupVersion.WithKind("ClusterRoleBinding"),
+			appsv1.SchemeGroupVersion.WithKind("Deployment"),
+			policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget"),
+		},
+		Transforms: []engine.ObjectTransform{podFields},
+	}
+}
+
+// podFields applies the CoreDNS's replicas and node selector to its Deployment.
+func podFields(_ context.Context, in engine.RenderInput, objects *engine.Objects) error {
+	cr, ok := in.Addon.(*addonsv1alpha1.CoreDNS)
+	if !ok {
+		return fmt.Errorf("expected a CoreDNS, got %T", in.Addon)
+	}
+	d, err := engine.MustFindObject(objects, "Deployment", "coredns")
+	if err != nil {
+		return err
+	}
+	return engine.ApplyPodFields(d, "coredns", engine.PodFields{Replicas: cr.Spec.Replicas, NodeSelector: cr.Spec.NodeSelector})
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(runSuite(m))
+}
+
+func runSuite(m *testing.M) int {
+	flag.Parse()
+	if noTests() {
+		// make test's `go test -run '^$' -fuzz FuzzApplyPatches` and its fuzz workers run
+		// no envtest test: they need no control plane (nor KUBEBUILDER_ASSETS).
+		return m.Run()
+	}
+	enginetest.SetLogger()
+	env, cfg, err := enginetest.Start()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "starting envtest: %v\n", err)
+		return 1
+	}
+	defer func() {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "stopping envtest: %v\n", err)
+		}
+	}()
+	scheme := enginetest.Scheme()
+	if k8sClient, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		fmt.Fprintf(os.Stderr, "creating client: %v\n", err)
+		return 1
+	}
+	testMgr, err = ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  engine.CacheOptions(sealer, testDefinition()),
+		Client:                 client.Options{Cache: &client.CacheOptions{Unstructured: true}},
+	})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "creating manager: %v\n", err)
+		return 1
+	}
+	channelsDir, err := os.MkdirTemp("", "kaddons-channels-")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "creating channels folder: %v\n", err)
+		return 1
+	}
+	defer func() { _ = os.RemoveAll(channelsDir) }()
+	for src, dst := range map[string]string{
+		filepath.Join("..", "..", "channels"): channelsDir,
+		filepath.Join("testdata", "packages"): filepath.Join(channelsDir, "packages"),
+	} {
+		if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
+			fmt.Fprintf(os.Stderr, "copying %s: %v\n", src, err)
+			return 1
+		}
+	}
+	source = channels.NewCatalog(channelsDir, channels.DefaultChannel)
+	r, err := engine.New(testMgr, testDefinition(), engineOptions())
+	if err == nil {
+		err = r.SetupWithManager(testMgr)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "setting up the reconciler: %v\n", err)
+		return 1
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- testMgr.Start(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			fmt.Fprintf(os.Stderr, "manager: %v\n", err)
+		}
+	}()
+	if !testMgr.GetCache().WaitForCacheSync(ctx) {
+		fmt.Fprintln(os.Stderr, "cache did not sync")
+		return 1
+	}
+	return m.Run()
+}
+
+// noTests reports whether the run selects no test (-run '^$') or is a fuzz worker.
+func noTests() bool {
+	run, worker := flag.Lookup("test.run"), flag.Lookup("test.fuzzworker")
+	return (run != nil && run.Value.String() == "^$") || (worker != nil && worker.Value.String() == "true")
+}
+
+// engineOptions are the options the suite's reconciler runs with.
+func engineOptions() engine.Options {
+	return engine.Options{Catalog: source, Settings: settings, Sealer: sealer,
+		AddonKinds: []client.Object{&addonsv1alpha1.CoreDNS{}}}
+}
+
+// withSettings runs the rest of the test with the manager's settings replaced.
+func withSettings(t *testing.T, s engine.Settings) {
+	t.Helper()
+	enginetest.WithSettings(t, settings, s)
+}
