@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -49,7 +50,11 @@ func (r *Reconciler) patchStatus(ctx context.Context, original, obj addonsv1alph
 		return err
 	}
 	if err := r.client.Status().Patch(ctx, obj, client.RawPatch(types.JSONPatchType, body)); err != nil {
-		return fmt.Errorf("writing status: %w", client.IgnoreNotFound(err))
+		if apierrors.IsNotFound(err) {
+			// The add-on is gone: it has no status left to write.
+			return nil
+		}
+		return fmt.Errorf("writing status: %w", err)
 	}
 	r.written.store(key, writtenStatus{uid: obj.GetUID(), baseResourceVersion: base, status: obj.GetAddonStatus().DeepCopy()})
 	return nil

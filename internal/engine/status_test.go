@@ -119,6 +119,17 @@ func TestRemoveFinalizerOfAGoneAddon(t *testing.T) {
 	}
 }
 
+func TestPatchStatusOfAGoneAddon(t *testing.T) {
+	original := coreDNS("a", "x")
+	gone := original.DeepCopy()
+	gone.Status.AppliedVersion = "1.12.1"
+	r, _ := testReconciler(t, Options{})
+	// The add-on was deleted during the reconcile: no status to write, and no error.
+	if err := r.patchStatus(context.Background(), original, gone); err != nil {
+		t.Errorf("writing the status of a gone add-on: %v, want no error", err)
+	}
+}
+
 func equalStrings(a, b []string) bool {
 	if len(a) != len(b) {
 		return false
