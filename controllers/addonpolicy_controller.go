@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -37,56 +36,8 @@ func SetupPolicies(mgr ctrl.Manager, ns string) (engine.PermitFunc, []client.Obj
 	if err := (&AddonPolicyReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return nil, nil, fmt.Errorf("setting up the addonpolicy controller: %w", err)
 	}
-	checker := &PolicyChecker{Namespace: ns, Policies: mgr.GetClient(), Namespaces: namespaces}
+	checker := &engine.PolicyChecker{Namespace: ns, Policies: mgr.GetClient(), Namespaces: namespaces}
 	return checker.Permit, []client.Object{&configv1alpha1.AddonPolicy{}}, nil
-}
-
-// PolicyChecker decides, with the AddonPolicies of the operator's namespace, whether an
-// add-on may be applied. Without any AddonPolicy, the add-ons of trusted namespaces are
-// permitted and all others refused.
-type PolicyChecker struct {
-	// Namespace is where AddonPolicies count: the operator's own namespace.
-	Namespace string
-	// Policies reads the AddonPolicies (the manager's cache).
-	Policies client.Reader
-	// Namespaces reads the metadata of every namespace (a cache of their labels).
-	Namespaces client.Reader
-}
-
-// Permit is an engine.PermitFunc.
-func (p *PolicyChecker) Permit(ctx context.Context, req engine.PermitRequest) (string, error) {
-	policies := &configv1alpha1.AddonPolicyList{}
-	if err := p.Policies.List(ctx, policies, client.InNamespace(p.Namespace)); err != nil {
-		return "", fmt.Errorf("listing the AddonPolicies of %s: %w", p.Namespace, err)
-	}
-	var nsLabels map[string]string
-	if len(policies.Items) > 0 {
-		ns := &metav1.PartialObjectMetadata{}
-		ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
-		if err := p.Namespaces.Get(ctx, client.ObjectKey{Name: req.Addon.GetNamespace()}, ns); err != nil {
-			return "", fmt.Errorf("reading namespace %s: %w", req.Addon.GetNamespace(), err)
-		}
-		nsLabels = ns.GetLabels()
-	}
-	d := policy.Evaluate(policies.Items, policy.Request{
-		Namespace:        req.Addon.GetNamespace(),
-		NamespaceLabels:  nsLabels,
-		Trusted:          req.Trusted,
-		PolicyNamespace:  p.Namespace,
-		Kind:             req.Kind,
-		Channel:          req.Channel,
-		Version:          req.Version,
-		TargetNamespace:  req.TargetNamespace,
-		ObjectNamespaces: req.ObjectNamespaces,
-		HasPatches:       len(req.Addon.PatchSpec().Patches) > 0,
-		PatchKinds:       req.PatchKinds,
-		FreeFormFields:   req.FreeFormFields,
-		Source:           req.Source,
-	})
-	if d.Permitted {
-		return "", nil
-	}
-	return d.Message, nil
 }
 
 // AddonPolicyReconciler reports in each AddonPolicy's Ready condition whether all its

@@ -27,16 +27,6 @@ func setVersion(cr addonsv1alpha1.Addon, version string) {
 	field.SetString(version)
 }
 
-// updateAddon applies mutate to the live add-on and writes it back.
-func updateAddon(t *testing.T, cr addonsv1alpha1.Addon, mutate func()) {
-	t.Helper()
-	NewWithT(t).Eventually(func(g Gomega) {
-		getAddon(g, cr)
-		mutate()
-		g.Expect(k8sClient.Update(context.Background(), cr)).To(Succeed())
-	}).WithTimeout(eventuallyTimeout).Should(Succeed())
-}
-
 // addonCase describes one add-on kind for the shared lifecycle test.
 type addonCase struct {
 	// newCR returns the add-on, named and placed in ns.

@@ -7,7 +7,6 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -72,21 +71,6 @@ func TestNodeLocalDNSFollowsCoreDNS(t *testing.T) {
 	}).WithTimeout(eventuallyTimeout).WithPolling(pollInterval).Should(Succeed())
 	getAddon(g, nl)
 	g.Expect(nl.Generation).To(Equal(generation + 1))
-}
-
-// waitCondition waits until the add-on's condition typ has reason for its generation.
-func waitCondition(t *testing.T, obj addonsv1alpha1.Addon, typ, reason string) metav1.Condition {
-	t.Helper()
-	var c metav1.Condition
-	NewWithT(t).Eventually(func(g Gomega) {
-		getAddon(g, obj)
-		found := meta.FindStatusCondition(obj.GetAddonStatus().Conditions, typ)
-		g.Expect(found).NotTo(BeNil())
-		g.Expect(found.ObservedGeneration).To(Equal(obj.GetGeneration()))
-		g.Expect(found.Reason).To(Equal(reason), "%s: %s", typ, found.Message)
-		c = *found
-	}).WithTimeout(eventuallyTimeout).WithPolling(pollInterval).Should(Succeed())
-	return c
 }
 
 func TestDashboardTargetNamespaceCollision(t *testing.T) {

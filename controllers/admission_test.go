@@ -12,7 +12,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -60,20 +59,6 @@ func installAdmissionPolicies(t *testing.T) {
 			t.Fatalf("config/default holds %d admission policies and bindings, want 4", installed)
 		}
 	})
-}
-
-// clientAs returns a client that acts as the ServiceAccount name of ns, with the groups
-// the API server gives a ServiceAccount.
-func clientAs(t *testing.T, ns, name string) client.Client {
-	t.Helper()
-	cfg := rest.CopyConfig(cfg)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + name,
-		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}}
-	c, err := client.New(cfg, client.Options{Scheme: testScheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 // addonAuthor creates the ServiceAccount name in ns that may create and change CoreDNS

@@ -16,8 +16,34 @@ import (
 	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
 
+// preexisting creates, without kaddons' labels and as another field manager, every
+// object cr would render, as another tool would have installed them. It returns them as
+// created (UIDs and resource versions included).
+func preexisting(t *testing.T, cr addonsv1alpha1.Addon, def engine.Definition) []*unstructured.Unstructured {
+	t.Helper()
+	r, err := engine.New(testMgr, def, engineOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	objects, err := r.Render(context.Background(), cr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := make([]*unstructured.Unstructured, 0, len(objects.Items))
+	for _, o := range objects.Items {
+		u := o.UnstructuredObject().DeepCopy()
+		u.SetLabels(map[string]string{"app.kubernetes.io/managed-by": "another-tool"})
+		if err := k8sClient.Create(context.Background(), u, client.FieldOwner("another-tool")); err != nil {
+			t.Fatalf("creating %s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+		created = append(created, u)
+		t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), u) })
+	}
+	return created
+}
+
 // adoptionCase is one add-on of the catalogue whose children another tool installed
-// first. CoreDNS has tests of its own (adoption_test.go, kubeadm_adoption_test.go).
+// first. CoreDNS has tests of its own (kubeadm_adoption_test.go).
 type adoptionCase struct {
 	newCR      func(ns string) addonsv1alpha1.Addon
 	definition engine.Definition
@@ -62,7 +88,7 @@ func TestNeverTakesOverAnyChildKind(t *testing.T) {
 			existing := preexisting(t, cr, tc.definition)
 			expectKinds(t, existing, tc.kinds)
 
-			mark := requests.writeCount()
+			mark := requests.WriteCount()
 			g.Expect(k8sClient.Create(ctx, cr)).To(Succeed())
 			ready := waitReason(t, cr, addonsv1alpha1.ReasonAdoptionRequired)
 			g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
@@ -180,7 +206,7 @@ func expectLeftAlone(t *testing.T, objects []*unstructured.Unstructured, mark in
 		g.Expect(live.GetGeneration()).To(Equal(o.GetGeneration()), "the spec of %s was written", refOf(o))
 		g.Expect(live.GetLabels()).To(Equal(o.GetLabels()), "the labels of %s were written", refOf(o))
 		g.Expect(live.GetAnnotations()).To(Equal(o.GetAnnotations()), "the annotations of %s were written", refOf(o))
-		g.Expect(requests.objectWritesSince(mark, "/apiservices/"+o.GetName())).To(BeEmpty(), "the manager wrote %s", refOf(o))
+		g.Expect(requests.ObjectWritesSince(mark, "/apiservices/"+o.GetName())).To(BeEmpty(), "the manager wrote %s", refOf(o))
 	}
 	expectUntouched(t, others)
 }

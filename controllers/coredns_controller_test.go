@@ -67,9 +67,7 @@ func createCoreDNSWithDeployment(t *testing.T) (*addonsv1alpha1.CoreDNS, *appsv1
 }
 
 // rawPatch encodes a patch for spec.patches.
-func rawPatch(s string) *runtime.RawExtension {
-	return &runtime.RawExtension{Raw: []byte(s)}
-}
+func rawPatch(s string) *runtime.RawExtension { return enginetest.RawPatch(s) }
 
 func TestCoreDNSCreate(t *testing.T) {
 	g := NewWithT(t)

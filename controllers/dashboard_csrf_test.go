@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	"github.com/kaddons/kaddons/internal/engine/enginetest"
 	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
 
@@ -38,7 +39,7 @@ func TestDashboardCSRFSecretIsSetOnce(t *testing.T) {
 	waitApplied(t, cr, "2.7.0")
 	markWorkloadsAvailable(t, childNS)
 	waitReason(t, cr, addonsv1alpha1.ReasonReconciled)
-	waitQuiet(t, ns)
+	enginetest.WaitQuiet(t, requests, ns)
 
 	key := types.NamespacedName{Namespace: childNS, Name: dashboardCSRFSecret}
 	secret := &corev1.Secret{}
@@ -48,13 +49,13 @@ func TestDashboardCSRFSecretIsSetOnce(t *testing.T) {
 
 	// The Dashboard writes its key, which also sets off a reconcile of the add-on.
 	reconciles := metricValue(t, "kaddons_reconciles_total", map[string]string{"kind": "Dashboard", "result": "success"})
-	mark := requests.writeCount()
+	mark := requests.WriteCount()
 	secret.Data = map[string][]byte{"csrf": csrf}
 	g.Expect(k8sClient.Update(ctx, secret, client.FieldOwner("dashboard"))).To(Succeed())
 	g.Eventually(func() float64 {
 		return metricValue(t, "kaddons_reconciles_total", map[string]string{"kind": "Dashboard", "result": "success"})
 	}).WithTimeout(eventuallyTimeout).Should(BeNumerically(">", reconciles), "the Secret's change did not reconcile the add-on")
-	time.Sleep(quietWindow)
+	time.Sleep(enginetest.QuietWindow)
 	g.Expect(secretWritesSince(mark, childNS, dashboardCSRFSecret)).To(BeEmpty(), "kaddons wrote the CSRF Secret")
 	g.Expect(k8sClient.Get(ctx, key, secret)).To(Succeed())
 	g.Expect(secret.Data).To(HaveKeyWithValue("csrf", csrf))
@@ -79,7 +80,7 @@ func TestDashboardCSRFSecretIsSetOnce(t *testing.T) {
 // secretWritesSince returns the manager's writes to the Secret name in ns since the n-th.
 func secretWritesSince(n int, ns, name string) []string {
 	var out []string
-	for _, w := range requests.objectWritesSince(n, ns) {
+	for _, w := range requests.ObjectWritesSince(n, ns) {
 		if strings.HasSuffix(w, "/namespaces/"+ns+"/secrets/"+name) {
 			out = append(out, w)
 		}

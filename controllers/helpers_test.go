@@ -94,3 +94,28 @@ func expectUntouched(t *testing.T, objects []*unstructured.Unstructured) {
 	t.Helper()
 	enginetest.ExpectUntouched(t, k8sClient, objects)
 }
+
+func updateAddon(t *testing.T, cr addonsv1alpha1.Addon, mutate func()) {
+	t.Helper()
+	enginetest.UpdateAddon(t, k8sClient, cr, mutate)
+}
+
+func waitCondition(t *testing.T, obj addonsv1alpha1.Addon, typ, reason string) metav1.Condition {
+	t.Helper()
+	return enginetest.WaitCondition(t, k8sClient, obj, typ, reason)
+}
+
+func clientAs(t *testing.T, ns, name string) client.Client {
+	t.Helper()
+	return enginetest.ClientAs(t, cfg, ns, name)
+}
+
+func allowedPowers(g Gomega, user, ns string) map[string]bool {
+	return enginetest.AllowedPowers(g, k8sClient, user, ns)
+}
+
+// withSettings runs the rest of the test with the manager's settings replaced.
+func withSettings(t *testing.T, s engine.Settings) {
+	t.Helper()
+	enginetest.WithSettings(t, settings, s)
+}

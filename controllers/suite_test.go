@@ -1,22 +1,14 @@
 package controllers
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -100,7 +92,7 @@ func runSuite(m *testing.M) int {
 	// The manager talks through a counting transport, so tests can assert how many
 	// requests and writes a reconcile makes.
 	mgrCfg := rest.CopyConfig(cfg)
-	mgrCfg.Wrap(requests.wrap)
+	mgrCfg.Wrap(requests.Wrap)
 	testMgr, err = ctrl.NewManager(mgrCfg, ctrl.Options{
 		Scheme:                 testScheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -189,131 +181,5 @@ func definedKinds() []string {
 	return kinds
 }
 
-// requestCounter counts the manager's API requests by verb.
-type requestCounter struct {
-	mu     sync.Mutex
-	counts map[string]int
-	// writes lists the paths of the writes, in order.
-	writes []string
-	// all lists every request as "METHOD path", in order.
-	all []string
-	// applied lists, for every server-side apply, "path kind" with the kind of the
-	// object the API server answered with, in order.
-	applied []string
-}
-
 // requests counts every request the suite's manager sends.
-var requests = &requestCounter{counts: map[string]int{}}
-
-func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-		// Watches stay open; only count requests that complete.
-		if req.URL.Query().Get("watch") != "true" {
-			c.mu.Lock()
-			c.counts[req.Method]++
-			c.all = append(c.all, req.Method+" "+req.URL.Path)
-			if req.Method != http.MethodGet {
-				c.writes = append(c.writes, req.Method+" "+req.URL.Path)
-			}
-			if os.Getenv("KADDONS_TEST_REQUESTS") != "" {
-				fmt.Fprintf(os.Stderr, "request: %s %s\n", req.Method, req.URL.Path)
-			}
-			c.mu.Unlock()
-		}
-		resp, err := rt.RoundTrip(req)
-		if err == nil && req.Header.Get("Content-Type") == string(types.ApplyPatchType) {
-			kind, kerr := responseKind(resp)
-			if kerr != nil {
-				return nil, kerr
-			}
-			c.mu.Lock()
-			c.applied = append(c.applied, req.URL.Path+" "+kind)
-			c.mu.Unlock()
-		}
-		return resp, err
-	})
-}
-
-// responseKind returns the kind of the object in resp's body, JSON or protobuf, and
-// leaves the body to be read again.
-func responseKind(resp *http.Response) (string, error) {
-	body, err := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	if err != nil {
-		return "", err
-	}
-	resp.Body = io.NopCloser(bytes.NewReader(body))
-	if magic := []byte("k8s\x00"); bytes.HasPrefix(body, magic) {
-		var unknown runtime.Unknown
-		if err := unknown.Unmarshal(body[len(magic):]); err != nil {
-			return "", fmt.Errorf("decoding a protobuf response: %w", err)
-		}
-		return unknown.Kind, nil
-	}
-	var typeMeta metav1.TypeMeta
-	if err := json.Unmarshal(body, &typeMeta); err != nil {
-		return "", fmt.Errorf("decoding a JSON response: %w", err)
-	}
-	return typeMeta.Kind, nil
-}
-
-// appliedSince returns the server-side applies whose path names ns, from the n-th on,
-// each as "path kind" with the kind of the object the API server answered with.
-func (c *requestCounter) appliedSince(n int, ns string) []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return naming(c.applied[n:], ns, "")
-}
-
-// applyCount returns how many server-side applies were recorded so far.
-func (c *requestCounter) applyCount() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.applied)
-}
-
-// objectWritesSince returns the writes since the n-th whose path names ns (which includes
-// the cluster RBAC of an add-on in ns), leaving out events.
-func (c *requestCounter) objectWritesSince(n int, ns string) []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return naming(c.writes[n:], ns, "/events")
-}
-
-// count returns how many requests were recorded so far.
-func (c *requestCounter) count() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.all)
-}
-
-// requestsSince returns the requests since the n-th whose path names ns (which includes
-// the cluster RBAC of an add-on in ns and the add-on's events).
-func (c *requestCounter) requestsSince(n int, ns string) []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return naming(c.all[n:], ns, "")
-}
-
-// naming returns the recorded requests that contain ns and, unless it is empty, do not
-// contain except.
-func naming(recorded []string, ns, except string) []string {
-	var out []string
-	for _, r := range recorded {
-		if strings.Contains(r, ns) && (except == "" || !strings.Contains(r, except)) {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// writeCount returns how many writes were recorded so far.
-func (c *requestCounter) writeCount() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.writes)
-}
-
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+var requests = &enginetest.RequestCounter{}

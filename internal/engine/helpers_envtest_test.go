@@ -17,6 +17,7 @@ import (
 const (
 	eventuallyTimeout = enginetest.EventuallyTimeout
 	pollInterval      = enginetest.PollInterval
+	oldVersion        = enginetest.OldVersion
 	newVersion        = enginetest.NewVersion
 )
 
@@ -59,4 +60,34 @@ func liveObject(ref addonsv1alpha1.ObjectReference) (*unstructured.Unstructured,
 func expectGone(t *testing.T, refs []addonsv1alpha1.ObjectReference) {
 	t.Helper()
 	enginetest.ExpectGone(t, k8sClient, refs)
+}
+
+func readyCondition(status *addonsv1alpha1.AddonStatus) metav1.Condition {
+	return enginetest.ReadyCondition(status)
+}
+
+func markWorkloadsAvailable(t *testing.T, ns string) {
+	t.Helper()
+	enginetest.MarkWorkloadsAvailable(t, k8sClient, ns)
+}
+
+func metricValue(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
+	return enginetest.MetricValue(t, name, labels)
+}
+
+func updateAddon(t *testing.T, cr addonsv1alpha1.Addon, mutate func()) {
+	t.Helper()
+	enginetest.UpdateAddon(t, k8sClient, cr, mutate)
+}
+
+// waitStalled waits until the add-on's Stalled condition has reason for its generation.
+func waitStalled(t *testing.T, obj addonsv1alpha1.Addon, reason string) metav1.Condition {
+	t.Helper()
+	return enginetest.WaitCondition(t, k8sClient, obj, addonsv1alpha1.ConditionStalled, reason)
+}
+
+func waitQuiet(t *testing.T, ns string) {
+	t.Helper()
+	enginetest.WaitQuiet(t, requests, ns)
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -271,4 +272,34 @@ func WithSettings(t *testing.T, store *engine.SettingsStore, s engine.Settings) 
 	previous := store.Load()
 	store.Store(s)
 	t.Cleanup(func() { store.Store(previous) })
+}
+
+// UpdateAddon applies mutate to the live add-on cr (mutate changes cr) and writes it back.
+func UpdateAddon(t *testing.T, c client.Client, cr addonsv1alpha1.Addon, mutate func()) {
+	t.Helper()
+	gomega.NewWithT(t).Eventually(func(g gomega.Gomega) {
+		GetAddon(g, c, cr)
+		mutate()
+		g.Expect(c.Update(context.Background(), cr)).To(gomega.Succeed())
+	}).WithTimeout(EventuallyTimeout).Should(gomega.Succeed())
+}
+
+// WaitCondition waits until the add-on's condition typ has reason for its generation.
+func WaitCondition(t *testing.T, c client.Client, obj addonsv1alpha1.Addon, typ, reason string) metav1.Condition {
+	t.Helper()
+	var found metav1.Condition
+	gomega.NewWithT(t).Eventually(func(g gomega.Gomega) {
+		GetAddon(g, c, obj)
+		cond := meta.FindStatusCondition(obj.GetAddonStatus().Conditions, typ)
+		g.Expect(cond).NotTo(gomega.BeNil())
+		g.Expect(cond.ObservedGeneration).To(gomega.Equal(obj.GetGeneration()))
+		g.Expect(cond.Reason).To(gomega.Equal(reason), "%s: %s", typ, cond.Message)
+		found = *cond
+	}).WithTimeout(EventuallyTimeout).WithPolling(PollInterval).Should(gomega.Succeed())
+	return found
+}
+
+// RawPatch encodes a patch for spec.patches.
+func RawPatch(s string) *runtime.RawExtension {
+	return &runtime.RawExtension{Raw: []byte(s)}
 }

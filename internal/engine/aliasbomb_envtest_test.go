@@ -1,4 +1,4 @@
-package controllers
+package engine_test
 
 import (
 	"bytes"
@@ -19,6 +19,7 @@ import (
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/internal/channels"
 	"github.com/kaddons/kaddons/internal/engine"
+	"github.com/kaddons/kaddons/internal/engine/enginetest"
 )
 
 // TestAliasBombInPatchesIsRefused sends a CoreDNS whose spec.patches holds a nine-level
@@ -68,7 +69,7 @@ func TestAliasBombInPatchesIsRefused(t *testing.T) {
 
 	t.Run("the engine reads a patch as JSON only", func(t *testing.T) {
 		g := NewWithT(t)
-		cr := newCoreDNS(ns, newVersion)
+		cr := enginetest.NewCoreDNS(ns, newVersion)
 		cr.Spec.Patches = []*runtime.RawExtension{{Raw: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: coredns\ndata:\n" +
 			aliasBomb("  "))}}
 		stop := watchHeap(t)

@@ -1,4 +1,4 @@
-package controllers
+package ssa_test
 
 import (
 	"context"
@@ -11,26 +11,31 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	"github.com/kaddons/kaddons/internal/engine/enginetest"
 	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
 
-// TestTypedReadsServeWhatTheAPIServerServes reads every child of a CoreDNS add-on (a
-// Deployment with server defaults and status, a Service with an int-or-string port, a
-// ConfigMap, RBAC, a PodDisruptionBudget) through the engine's typed-informer reads and
-// expects exactly the unstructured object the API server serves, managed fields aside:
-// the plan compares against these, so a field lost or changed in the conversion would
-// turn every no-op reconcile into an apply.
+// TestTypedReadsServeWhatTheAPIServerServes applies the 7 objects of a CoreDNS package (a
+// Deployment with server defaults and, once the test plays the controller-manager, a
+// status, a Service with an int-or-string port, a ConfigMap, RBAC, a
+// PodDisruptionBudget), reads each through TypedReads on a client that reads from the
+// suite's cache, as the operator's manager does, and expects exactly the unstructured
+// object the API server serves, managed fields aside: the plan compares against these, so
+// a field lost or changed in the conversion would turn every no-op reconcile into an apply.
 func TestTypedReadsServeWhatTheAPIServerServes(t *testing.T) {
 	ctx := context.Background()
 	g := NewWithT(t)
-	ns := newNamespace(t)
-	cr := newCoreDNS(ns, newVersion)
-	createReadyCoreDNS(t, cr)
-	getAddon(g, cr)
-	refs := cr.Status.Inventory.Objects()
+	ns := enginetest.NewNamespace(t, k8sClient)
+	objects := coreDNSObjects(t, ns, variant{})
+	applied(t, ns, objects, nil)
+	enginetest.MarkWorkloadsAvailable(t, k8sClient, ns)
+	refs := refsOf(objects)
 	g.Expect(refs).To(HaveLen(7))
 
-	reads := ssa.TypedReads(testMgr.GetClient())
+	cached, err := client.New(cfg, client.Options{Scheme: enginetest.Scheme(),
+		Cache: &client.CacheOptions{Reader: objectCache, Unstructured: true}})
+	g.Expect(err).NotTo(HaveOccurred())
+	reads := ssa.TypedReads(cached)
 	kinds := map[string]bool{}
 	for _, ref := range refs {
 		kinds[ref.Kind] = true
@@ -45,7 +50,7 @@ func TestTypedReadsServeWhatTheAPIServerServes(t *testing.T) {
 				g.Expect(reads.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, got)).To(Succeed())
 				g.Expect(equality.Semantic.DeepEqual(got.Object, want.Object)).To(BeTrue(),
 					"typed read:\n%v\nAPI server:\n%v", got.Object, want.Object)
-			}).WithTimeout(eventuallyTimeout).WithPolling(pollInterval).Should(Succeed())
+			}).WithTimeout(enginetest.EventuallyTimeout).WithPolling(enginetest.PollInterval).Should(Succeed())
 		})
 	}
 	g.Expect(kinds).To(HaveKey("Deployment"))
@@ -65,7 +70,7 @@ func TestTypedReadsServeWhatTheAPIServerServes(t *testing.T) {
 	// A kind the scheme has no Go type for is read unstructured, as before.
 	addon := &unstructured.Unstructured{}
 	addon.SetGroupVersionKind(addonsv1alpha1.GroupVersion.WithKind("NoSuchKind"))
-	err := reads.Get(ctx, client.ObjectKeyFromObject(cr), addon)
+	err = reads.Get(ctx, owner(ns), addon)
 	g.Expect(err).To(HaveOccurred())
 	g.Expect(err.Error()).To(ContainSubstring("NoSuchKind"))
 }

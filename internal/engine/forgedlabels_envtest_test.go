@@ -1,4 +1,4 @@
-package controllers
+package engine_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	"github.com/kaddons/kaddons/internal/engine/enginetest"
 	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
 
@@ -46,11 +47,11 @@ func TestForgedLabelsCostNoMemoryAndWakeNothing(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
-	cr := newCoreDNS(ns, newVersion)
+	cr := enginetest.NewCoreDNS(ns, newVersion)
 	createReadyCoreDNS(t, cr)
 	inventory := cr.Status.Inventory.Objects()
-	tenantAccount(t, ns, "editor")
-	asEditor := clientAs(t, ns, "editor")
+	enginetest.TenantAccount(t, k8sClient, ns, "editor")
+	asEditor := enginetest.ClientAs(t, cfg, ns, "editor")
 
 	labels := map[string]string{ssa.LabelManagedBy: ssa.ManagedByValue, ssa.LabelKind: "coredns",
 		ssa.LabelNamespace: ns, ssa.LabelName: cr.Name}

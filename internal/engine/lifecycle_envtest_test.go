@@ -1,4 +1,4 @@
-package controllers
+package engine_test
 
 import (
 	"context"
@@ -19,8 +19,12 @@ import (
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/internal/engine"
+	"github.com/kaddons/kaddons/internal/engine/enginetest"
 	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
+
+// The reconciler's lifecycle: pause, child modes, dependencies, deletion policy, upgrade
+// rollback, metrics and drift events, ownership conflicts, and Degraded after Ready.
 
 func TestPause(t *testing.T) {
 	ctx := context.Background()
@@ -45,7 +49,7 @@ func TestPause(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			ns := newNamespace(t)
-			cr := newCoreDNS(ns, oldVersion)
+			cr := enginetest.NewCoreDNS(ns, oldVersion)
 			createCoreDNS(t, cr)
 
 			updateCoreDNS(t, cr, tc.pause)
@@ -80,7 +84,7 @@ func TestChildModes(t *testing.T) {
 	ctx := context.Background()
 	g := NewWithT(t)
 	ns := newNamespace(t)
-	cr := newCoreDNS(ns, oldVersion)
+	cr := enginetest.NewCoreDNS(ns, oldVersion)
 	createCoreDNS(t, cr)
 	key := types.NamespacedName{Namespace: ns, Name: "coredns"}
 
@@ -174,7 +178,7 @@ func TestDependsOn(t *testing.T) {
 	g := NewWithT(t)
 	ns := newNamespace(t)
 
-	dependent := newCoreDNS(newNamespace(t), newVersion)
+	dependent := enginetest.NewCoreDNS(newNamespace(t), newVersion)
 	dependent.Spec.DependsOn = []addonsv1alpha1.AddonReference{{Kind: "CoreDNS", Name: "coredns", Namespace: ns}}
 	g.Expect(k8sClient.Create(ctx, dependent)).To(Succeed())
 
@@ -185,7 +189,7 @@ func TestDependsOn(t *testing.T) {
 	g.Expect(ready.Message).To(Equal(notReady))
 	g.Expect(dependent.Status.Inventory.Objects()).To(BeEmpty(), "nothing is applied before the dependency is Ready")
 
-	base := newCoreDNS(ns, newVersion)
+	base := enginetest.NewCoreDNS(ns, newVersion)
 	createCoreDNS(t, base)
 	waitReason(t, base, addonsv1alpha1.ReasonChildrenNotReady)
 	getAddon(g, dependent)
@@ -199,10 +203,10 @@ func TestDependsOn(t *testing.T) {
 
 	t.Run("a cycle is stalled, not a deadlock", func(t *testing.T) {
 		g := NewWithT(t)
-		a := newCoreDNS(ns, newVersion)
+		a := enginetest.NewCoreDNS(ns, newVersion)
 		a.Name = "cycle-a"
 		a.Spec.DependsOn = []addonsv1alpha1.AddonReference{{Kind: "CoreDNS", Name: "cycle-b"}}
-		b := newCoreDNS(ns, newVersion)
+		b := enginetest.NewCoreDNS(ns, newVersion)
 		b.Name = "cycle-b"
 		b.Spec.DependsOn = []addonsv1alpha1.AddonReference{{Kind: "CoreDNS", Name: "cycle-a", Namespace: ns}}
 		g.Expect(k8sClient.Create(ctx, a)).To(Succeed())
@@ -219,7 +223,7 @@ func TestDeletionPolicyOrphan(t *testing.T) {
 	ctx := context.Background()
 	g := NewWithT(t)
 	ns := newNamespace(t)
-	cr := newCoreDNS(ns, newVersion)
+	cr := enginetest.NewCoreDNS(ns, newVersion)
 	cr.Spec.DeletionPolicy = addonsv1alpha1.DeletionPolicyOrphan
 	createCoreDNS(t, cr)
 	inventory := cr.Status.Inventory.Objects()
@@ -254,7 +258,7 @@ func TestUpgradeRollback(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			ns := newNamespace(t)
-			cr := newCoreDNS(ns, oldVersion)
+			cr := enginetest.NewCoreDNS(ns, oldVersion)
 			cr.Spec.Upgrade = &addonsv1alpha1.UpgradeSpec{Timeout: &metav1.Duration{Duration: 2 * time.Second}, Rollback: ptr.To(tc.rollback)}
 			createReadyCoreDNS(t, cr)
 			g.Expect(cr.Status.LastHealthyVersion).To(Equal(oldVersion))
@@ -311,7 +315,7 @@ func TestMetricsAndDriftEvents(t *testing.T) {
 	ctx := context.Background()
 	g := NewWithT(t)
 	ns := newNamespace(t)
-	cr := newCoreDNS(ns, newVersion)
+	cr := enginetest.NewCoreDNS(ns, newVersion)
 	createCoreDNS(t, cr)
 	instance := map[string]string{"kind": "CoreDNS", "namespace": ns, "name": "coredns"}
 
@@ -351,7 +355,7 @@ func TestOwnershipConflict(t *testing.T) {
 	ctx := context.Background()
 	g := NewWithT(t)
 	ns := newNamespace(t)
-	first := newCoreDNS(ns, oldVersion)
+	first := enginetest.NewCoreDNS(ns, oldVersion)
 	createCoreDNS(t, first)
 	before := map[addonsv1alpha1.ObjectReference]string{}
 	for _, ref := range first.Status.Inventory.Objects() {
@@ -360,7 +364,7 @@ func TestOwnershipConflict(t *testing.T) {
 		before[ref] = live.GetResourceVersion()
 	}
 
-	second := newCoreDNS(ns, newVersion)
+	second := enginetest.NewCoreDNS(ns, newVersion)
 	second.Name = "second"
 	g.Expect(k8sClient.Create(ctx, second)).To(Succeed())
 	ready := waitReason(t, second, addonsv1alpha1.ReasonOwnershipConflict)
@@ -377,7 +381,7 @@ func TestDegradedAfterReady(t *testing.T) {
 	ctx := context.Background()
 	g := NewWithT(t)
 	ns := newNamespace(t)
-	cr := newCoreDNS(ns, newVersion)
+	cr := enginetest.NewCoreDNS(ns, newVersion)
 	createReadyCoreDNS(t, cr)
 
 	// The pods stop being available, with no change to the spec.

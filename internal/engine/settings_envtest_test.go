@@ -1,4 +1,4 @@
-package controllers
+package engine_test
 
 import (
 	"context"
@@ -14,11 +14,7 @@ import (
 	"github.com/kaddons/kaddons/internal/engine/enginetest"
 )
 
-// withSettings runs the rest of the test with the manager's settings replaced.
-func withSettings(t *testing.T, s engine.Settings) {
-	t.Helper()
-	enginetest.WithSettings(t, settings, s)
-}
+// The operator-wide settings (engine.Settings): a registry mirror, paused kinds.
 
 // touch changes an annotation of the add-on, which reconciles it.
 func touch(t *testing.T, cr addonsv1alpha1.Addon, value string) {
@@ -36,7 +32,7 @@ func touch(t *testing.T, cr addonsv1alpha1.Addon, value string) {
 func TestRegistryMirror(t *testing.T) {
 	g := NewWithT(t)
 	ns := newNamespace(t)
-	cr := newCoreDNS(ns, newVersion)
+	cr := enginetest.NewCoreDNS(ns, newVersion)
 	createCoreDNS(t, cr)
 	image := func(g Gomega) string {
 		d := &appsv1.Deployment{}
@@ -61,7 +57,7 @@ func TestRegistryMirror(t *testing.T) {
 func TestPausedKind(t *testing.T) {
 	g := NewWithT(t)
 	ns := newNamespace(t)
-	cr := newCoreDNS(ns, oldVersion)
+	cr := enginetest.NewCoreDNS(ns, oldVersion)
 	createCoreDNS(t, cr)
 
 	withSettings(t, engine.Settings{PausedKinds: []string{"CoreDNS"}})
@@ -79,7 +75,7 @@ func TestPausedKind(t *testing.T) {
 	g.Expect(ready.ObservedGeneration).To(Equal(applied))
 	g.Expect(cr.Status.ObservedGeneration).To(Equal(applied))
 
-	// Other kinds go on.
+	// Other kinds (the suite's second test Definition) go on.
 	d := &addonsv1alpha1.NodeLocalDNS{}
 	d.Name, d.Namespace = "nodelocaldns", ns
 	g.Expect(k8sClient.Create(context.Background(), d)).To(Succeed())

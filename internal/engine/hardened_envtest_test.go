@@ -1,4 +1,4 @@
-package controllers
+package engine_test
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	"github.com/kaddons/kaddons/internal/engine/enginetest"
 )
 
 // remotePackage writes the test-only package packages/coredns/<version> into the suite's
@@ -71,9 +72,9 @@ func waitRefused(t *testing.T, cr addonsv1alpha1.Addon) {
 // applied for a new add-on, and nothing is changed or pruned for a running one. Fixing
 // the package is picked up by the directory source's recheck, without a spec change.
 func TestHardenedRenderReachesNoServer(t *testing.T) {
-	var requests atomic.Int64
+	var served atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		requests.Add(1)
+		served.Add(1)
 		_, _ = w.Write([]byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: remote\n"))
 	}))
 	t.Cleanup(srv.Close)
@@ -92,7 +93,7 @@ func TestHardenedRenderReachesNoServer(t *testing.T) {
 			version := "1.12.1-remote-" + ns
 			remotePackage(t, version, tc.remote)
 
-			cr := newCoreDNS(ns, version)
+			cr := enginetest.NewCoreDNS(ns, version)
 			g.Expect(k8sClient.Create(ctx, cr)).To(Succeed())
 			waitRefused(t, cr)
 			ready := readyCondition(cr.GetAddonStatus())
@@ -102,7 +103,7 @@ func TestHardenedRenderReachesNoServer(t *testing.T) {
 			g.Expect(cr.Status.Inventory.Objects()).To(BeEmpty())
 			err := k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "coredns"}, &corev1.ServiceAccount{})
 			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the package's ServiceAccount was applied: %v", err)
-			g.Expect(requests.Load()).To(BeZero(), "the server received requests")
+			g.Expect(served.Load()).To(BeZero(), "the server received requests")
 
 			// Fixing the package, and nothing else, lets the add-on through.
 			remotePackage(t, version, "")
@@ -117,7 +118,7 @@ func TestHardenedRenderReachesNoServer(t *testing.T) {
 			version := "1.12.1-remote-" + ns
 			remotePackage(t, version, tc.remote)
 
-			cr := newCoreDNS(ns, newVersion)
+			cr := enginetest.NewCoreDNS(ns, newVersion)
 			createCoreDNS(t, cr)
 			getAddon(g, cr)
 			children := cr.Status.Inventory.Objects()
@@ -131,7 +132,7 @@ func TestHardenedRenderReachesNoServer(t *testing.T) {
 			g.Expect(cr.Status.AppliedVersion).To(Equal(newVersion))
 			g.Expect(cr.Status.Inventory.Objects()).To(ConsistOf(children))
 			g.Expect(uidsAndVersions(g, children)).To(Equal(before), "a child was changed or pruned")
-			g.Expect(requests.Load()).To(BeZero(), "the server received requests")
+			g.Expect(served.Load()).To(BeZero(), "the server received requests")
 		})
 	}
 }

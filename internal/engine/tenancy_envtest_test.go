@@ -1,4 +1,4 @@
-package controllers
+package engine_test
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
-	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,67 +16,16 @@ import (
 
 	configv1alpha1 "github.com/kaddons/kaddons/api/config/v1alpha1"
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	"github.com/kaddons/kaddons/internal/engine"
+	"github.com/kaddons/kaddons/internal/engine/enginetest"
 	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
-
-// tenantAccount creates the ServiceAccount name in ns with the built-in edit role in ns
-// and nothing else, as a namespace's tenant has it. It returns its user name. envtest runs
-// no kube-controller-manager to aggregate the edit ClusterRole, so the account is bound
-// to the two roles edit aggregates.
-func tenantAccount(t *testing.T, ns, name string) string {
-	t.Helper()
-	ctx := context.Background()
-	g := NewWithT(t)
-	g.Expect(k8sClient.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})).To(Succeed())
-	for _, role := range []string{"system:aggregate-to-edit", "system:aggregate-to-view"} {
-		g.Expect(k8sClient.Create(ctx, &rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: name + "-edit-"},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}},
-		})).To(Succeed())
-	}
-	return "system:serviceaccount:" + ns + ":" + name
-}
-
-// powers are the permissions a tenant must never gain through an add-on, as
-// SubjectAccessReview attributes.
-func powers() map[string]authorizationv1.ResourceAttributes {
-	return map[string]authorizationv1.ResourceAttributes{
-		"list Secrets in every namespace":       {Verb: "list", Resource: "secrets"},
-		"list Secrets in kube-system":           {Verb: "list", Resource: "secrets", Namespace: metav1.NamespaceSystem},
-		"create ClusterRoleBindings":            {Verb: "create", Group: rbacv1.GroupName, Resource: "clusterrolebindings"},
-		"bind ClusterRoles":                     {Verb: "bind", Group: rbacv1.GroupName, Resource: "clusterroles"},
-		"escalate ClusterRoles":                 {Verb: "escalate", Group: rbacv1.GroupName, Resource: "clusterroles"},
-		"create Deployments in kube-system":     {Verb: "create", Group: "apps", Resource: "deployments", Namespace: metav1.NamespaceSystem},
-		"patch DaemonSets in another namespace": {Verb: "patch", Group: "apps", Resource: "daemonsets", Namespace: "default"},
-		"impersonate ServiceAccounts elsewhere": {Verb: "impersonate", Resource: "serviceaccounts", Namespace: metav1.NamespaceSystem},
-	}
-}
-
-// allowedPowers returns which of powers the API server's RBAC grants user.
-func allowedPowers(g Gomega, user, ns string) map[string]bool {
-	out := map[string]bool{}
-	for name, attrs := range powers() {
-		review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User:               user,
-			Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
-			ResourceAttributes: &attrs,
-		}}
-		g.Expect(k8sClient.Create(context.Background(), review)).To(Succeed())
-		out[name] = review.Status.Allowed
-	}
-	return out
-}
 
 // trustOnly narrows the trusted namespaces to kube-system and the operator's namespace,
 // as an installed operator has them, until the test ends.
 func trustOnly(t *testing.T) {
 	t.Helper()
-	oc := setOperatorConfig(t, configv1alpha1.OperatorConfigSpec{TrustedNamespaces: []string{metav1.NamespaceSystem, policyNamespace}})
-	waitOperatorConfig(t, oc, configv1alpha1.ReasonApplied)
-	NewWithT(t).Eventually(func() bool { return settings.Load().Tenancy.Trusts("elsewhere") }).
-		WithTimeout(eventuallyTimeout).Should(BeFalse())
-	t.Cleanup(func() { deleteOperatorConfig(t) })
+	withSettings(t, engine.Settings{Tenancy: &engine.Tenancy{TrustedNamespaces: []string{metav1.NamespaceSystem, policyNamespace}}})
 }
 
 // labelledChildren lists the objects of kind in ns that carry the add-on's instance label.
@@ -179,8 +127,8 @@ func TestTenantGainsNothing(t *testing.T) {
 	g := NewWithT(t)
 	trustOnly(t)
 	ns := newNamespace(t)
-	user := tenantAccount(t, ns, "tenant")
-	before := allowedPowers(g, user, ns)
+	user := enginetest.TenantAccount(t, k8sClient, ns, "tenant")
+	before := enginetest.AllowedPowers(g, k8sClient, user, ns)
 	for name, allowed := range before {
 		g.Expect(allowed).To(BeFalse(), "the tenant has %q before any add-on", name)
 	}
@@ -189,13 +137,13 @@ func TestTenantGainsNothing(t *testing.T) {
 	const ruleName = "rules[0] (tenant)"
 	policyRule := "AddonPolicy " + policyNamespace + "/tenant-" + ns + " " + ruleName
 
-	noPolicy := newCoreDNS(ns, oldVersion)
+	noPolicy := enginetest.NewCoreDNS(ns, oldVersion)
 	noPolicy.Name = "no-policy"
 	noPolicy.Spec.ServiceAccountName = "tenant"
 	t.Run("no AddonPolicy: refused, and told how to permit it", func(t *testing.T) {
 		g := NewWithT(t)
 		g.Expect(k8sClient.Create(ctx, noPolicy)).To(Succeed())
-		stalled := waitCondition(t, noPolicy, addonsv1alpha1.ConditionStalled, addonsv1alpha1.ReasonNotPermitted)
+		stalled := waitStalled(t, noPolicy, addonsv1alpha1.ReasonNotPermitted)
 		g.Expect(stalled.Message).To(ContainSubstring("which the operator does not trust"))
 		g.Expect(stalled.Message).To(ContainSubstring("create an AddonPolicy in namespace " + policyNamespace +
 			" whose namespaceSelector selects namespace " + ns))
@@ -208,17 +156,17 @@ func TestTenantGainsNothing(t *testing.T) {
 		g := NewWithT(t)
 		// The policy change re-evaluates the refused add-on: now the ServiceAccount, which
 		// may not write the package's cluster RBAC, is refused by the API server.
-		stalled := waitCondition(t, noPolicy, addonsv1alpha1.ConditionStalled, addonsv1alpha1.ReasonForbidden)
+		stalled := waitStalled(t, noPolicy, addonsv1alpha1.ReasonForbidden)
 		g.Expect(stalled.Message).To(ContainSubstring("ServiceAccount " + ns + "/tenant may not"))
 		expectNothingWritten(g, noPolicy)
 	})
 
 	t.Run("no ServiceAccount: refused, nothing written", func(t *testing.T) {
 		g := NewWithT(t)
-		c := newCoreDNS(ns, oldVersion)
+		c := enginetest.NewCoreDNS(ns, oldVersion)
 		c.Name = "no-account"
 		g.Expect(k8sClient.Create(ctx, c)).To(Succeed())
-		stalled := waitCondition(t, c, addonsv1alpha1.ConditionStalled, addonsv1alpha1.ReasonNotPermitted)
+		stalled := waitStalled(t, c, addonsv1alpha1.ReasonNotPermitted)
 		g.Expect(stalled.Message).To(ContainSubstring("namespace " + ns + " is not trusted"))
 		g.Expect(stalled.Message).To(ContainSubstring("spec.serviceAccountName"))
 		expectNothingWritten(g, c)
@@ -261,17 +209,17 @@ func TestTenantGainsNothing(t *testing.T) {
 	for i, tc := range escalations {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			c := newCoreDNS(ns, oldVersion)
+			c := enginetest.NewCoreDNS(ns, oldVersion)
 			c.Name = "escalation-" + string(rune('a'+i))
 			c.Spec.ServiceAccountName = "tenant"
 			if tc.patch != "" {
-				c.Spec.Patches = append(c.Spec.Patches, rawPatch(tc.patch))
+				c.Spec.Patches = append(c.Spec.Patches, enginetest.RawPatch(tc.patch))
 			}
 			if tc.change != nil {
 				tc.change(c)
 			}
 			g.Expect(k8sClient.Create(ctx, c)).To(Succeed())
-			stalled := waitCondition(t, c, addonsv1alpha1.ConditionStalled, tc.reason)
+			stalled := waitStalled(t, c, tc.reason)
 			g.Expect(stalled.Message).To(ContainSubstring(tc.wantMsg))
 			if tc.reason == addonsv1alpha1.ReasonForbidden {
 				g.Expect(stalled.Message).To(ContainSubstring("ServiceAccount " + ns + "/tenant may not"))
@@ -285,12 +233,12 @@ func TestTenantGainsNothing(t *testing.T) {
 		g := NewWithT(t)
 		updateTenantRule(t, policy, func(r *configv1alpha1.AddonPolicyRule) { r.TargetNamespaces = []string{metav1.NamespaceSystem} })
 		c := &addonsv1alpha1.CoreDNS{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "escalation-c"}}
-		stalled := waitCondition(t, c, addonsv1alpha1.ConditionStalled, addonsv1alpha1.ReasonForbidden)
+		stalled := waitStalled(t, c, addonsv1alpha1.ReasonForbidden)
 		g.Expect(stalled.Message).To(ContainSubstring("ServiceAccount " + ns + "/tenant may not"))
 		g.Expect(stalled.Message).To(ContainSubstring("Deployment kube-system/coredns"))
 		expectNothingWritten(g, c)
 		updateTenantRule(t, policy, func(r *configv1alpha1.AddonPolicyRule) { r.TargetNamespaces = nil })
-		waitCondition(t, c, addonsv1alpha1.ConditionStalled, addonsv1alpha1.ReasonNotPermitted)
+		waitStalled(t, c, addonsv1alpha1.ReasonNotPermitted)
 	})
 
 	// The refused add-ons go before the grant below would let some of them through (each
@@ -328,32 +276,32 @@ func TestTenantGainsNothing(t *testing.T) {
 		_ = k8sClient.Delete(ctx, grant)
 	})
 
-	granted := allowedPowers(g, user, ns)
+	granted := enginetest.AllowedPowers(g, k8sClient, user, ns)
 	g.Expect(granted).To(HaveKeyWithValue("create ClusterRoleBindings", true))
 
-	c := newCoreDNS(ns, oldVersion)
+	c := enginetest.NewCoreDNS(ns, oldVersion)
 	c.Spec.ServiceAccountName = "tenant"
 	createCoreDNS(t, c)
 	waitApplied(t, c, oldVersion)
 	markWorkloadsAvailable(t, ns)
 	waitReason(t, c, addonsv1alpha1.ReasonReconciled)
-	g.Expect(allowedPowers(g, user, ns)).To(Equal(granted), "installing the add-on gave the tenant nothing")
+	g.Expect(enginetest.AllowedPowers(g, k8sClient, user, ns)).To(Equal(granted), "installing the add-on gave the tenant nothing")
 	getAddon(g, c)
 	running := childIdentities(g, c.Status.Inventory.Objects())
 	// unchanged checks that what runs is what ran before the refusals: same UIDs, same
 	// resourceVersions, and the tenant gained nothing.
 	unchanged := func(g Gomega) {
 		g.ExpectWithOffset(1, childIdentities(g, c.Status.Inventory.Objects())).To(Equal(running))
-		g.ExpectWithOffset(1, allowedPowers(g, user, ns)).To(Equal(granted))
+		g.ExpectWithOffset(1, enginetest.AllowedPowers(g, k8sClient, user, ns)).To(Equal(granted))
 	}
 
 	t.Run("the API server refuses an escalating patch; what runs is left alone", func(t *testing.T) {
 		g := NewWithT(t)
 		updateCoreDNS(t, c, func(c *addonsv1alpha1.CoreDNS) {
-			c.Spec.Patches = append(c.Spec.Patches, rawPatch(`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole",`+
+			c.Spec.Patches = append(c.Spec.Patches, enginetest.RawPatch(`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole",`+
 				`"metadata":{"name":"system:coredns"},"rules":[{"apiGroups":[""],"resources":["secrets"],"verbs":["list"]}]}`))
 		})
-		stalled := waitCondition(t, c, addonsv1alpha1.ConditionStalled, addonsv1alpha1.ReasonForbidden)
+		stalled := waitStalled(t, c, addonsv1alpha1.ReasonForbidden)
 		g.Expect(stalled.Message).To(ContainSubstring("attempting to grant RBAC permissions not currently held"), "the API server's escalation check refused it")
 		unchanged(g)
 	})
@@ -372,10 +320,10 @@ func TestTenantGainsNothing(t *testing.T) {
 		t.Run("pod template: "+tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			updateCoreDNS(t, c, func(c *addonsv1alpha1.CoreDNS) {
-				c.Spec.Patches = []*runtime.RawExtension{rawPatch(`{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"coredns"},` +
+				c.Spec.Patches = []*runtime.RawExtension{enginetest.RawPatch(`{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"coredns"},` +
 					`"spec":{"template":{"spec":` + tc.spec + `}}}`)}
 			})
-			stalled := waitCondition(t, c, addonsv1alpha1.ConditionStalled, addonsv1alpha1.ReasonNotPermitted)
+			stalled := waitStalled(t, c, addonsv1alpha1.ReasonNotPermitted)
 			g.Expect(stalled.Message).To(Equal(policyRule + " does not allow spec.patches on Deployment (allowed kinds: ConfigMap)"))
 			unchanged(g)
 			d := &appsv1.Deployment{}
@@ -411,7 +359,7 @@ func TestTenantGainsNothing(t *testing.T) {
 				c.Spec.Patches = nil
 				tc.change(c)
 			})
-			stalled := waitCondition(t, c, addonsv1alpha1.ConditionStalled, addonsv1alpha1.ReasonNotPermitted)
+			stalled := waitStalled(t, c, addonsv1alpha1.ReasonNotPermitted)
 			g.Expect(stalled.Message).To(Equal(tc.wantMsg))
 			unchanged(g)
 			updateCoreDNS(t, c, func(c *addonsv1alpha1.CoreDNS) {
@@ -426,10 +374,10 @@ func TestTenantGainsNothing(t *testing.T) {
 		g := NewWithT(t)
 		other := newNamespace(t)
 		// Refused in its own namespace, with a message that names it and its settings.
-		hidden := newCoreDNS(other, oldVersion)
+		hidden := enginetest.NewCoreDNS(other, oldVersion)
 		hidden.Name = "hidden"
 		g.Expect(k8sClient.Create(ctx, hidden)).To(Succeed())
-		otherStalled := waitCondition(t, hidden, addonsv1alpha1.ConditionStalled, addonsv1alpha1.ReasonNotPermitted)
+		otherStalled := waitStalled(t, hidden, addonsv1alpha1.ReasonNotPermitted)
 		g.Expect(otherStalled.Message).To(ContainSubstring(other))
 
 		updateCoreDNS(t, c, func(c *addonsv1alpha1.CoreDNS) {
@@ -450,7 +398,7 @@ func TestTenantGainsNothing(t *testing.T) {
 	t.Run("a ConfigMap patch the policy allows is applied as the tenant", func(t *testing.T) {
 		g := NewWithT(t)
 		updateCoreDNS(t, c, func(c *addonsv1alpha1.CoreDNS) {
-			c.Spec.Patches = []*runtime.RawExtension{rawPatch(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"coredns",` +
+			c.Spec.Patches = []*runtime.RawExtension{enginetest.RawPatch(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"coredns",` +
 				`"labels":{"team":"dns"}}}`)}
 		})
 		g.Eventually(func(g Gomega) {
@@ -460,7 +408,7 @@ func TestTenantGainsNothing(t *testing.T) {
 			g.Expect(cm.ManagedFields).To(ContainElement(HaveField("Manager", "kaddons")))
 		}).WithTimeout(eventuallyTimeout).Should(Succeed())
 		waitReason(t, c, addonsv1alpha1.ReasonReconciled)
-		g.Expect(allowedPowers(g, user, ns)).To(Equal(granted))
+		g.Expect(enginetest.AllowedPowers(g, k8sClient, user, ns)).To(Equal(granted))
 	})
 
 	t.Run("deleting the last AddonPolicy stops applying, and leaves what runs", func(t *testing.T) {
@@ -468,7 +416,7 @@ func TestTenantGainsNothing(t *testing.T) {
 		getAddon(g, c)
 		running = childIdentities(g, c.Status.Inventory.Objects())
 		deletePolicy(t, policy)
-		stalled := waitCondition(t, c, addonsv1alpha1.ConditionStalled, addonsv1alpha1.ReasonNotPermitted)
+		stalled := waitStalled(t, c, addonsv1alpha1.ReasonNotPermitted)
 		g.Expect(stalled.Message).To(ContainSubstring("create an AddonPolicy in namespace " + policyNamespace))
 		unchanged(g)
 	})
@@ -487,7 +435,7 @@ func TestTenantGainsNothing(t *testing.T) {
 	after := &appsv1.DeploymentList{}
 	g.Expect(k8sClient.List(ctx, after, client.InNamespace(metav1.NamespaceSystem))).To(Succeed())
 	g.Expect(deploymentVersions(after)).To(Equal(deploymentVersions(kubeSystem)), "kube-system is unchanged")
-	g.Expect(allowedPowers(g, user, ns)).To(Equal(granted), "the tenant gained nothing")
+	g.Expect(enginetest.AllowedPowers(g, k8sClient, user, ns)).To(Equal(granted), "the tenant gained nothing")
 }
 
 // deploymentVersions maps each Deployment's name to its UID and resourceVersion.

@@ -1,4 +1,4 @@
-package controllers
+package engine_test
 
 import (
 	"context"
@@ -10,57 +10,33 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
-	"github.com/kaddons/kaddons/internal/engine"
+	"github.com/kaddons/kaddons/internal/engine/enginetest"
 	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
 
-// preexisting creates, without kaddons' labels and as another field manager, every
-// object cr would render, as another tool would have installed them. It returns them as
-// created (UIDs and resource versions included).
-func preexisting(t *testing.T, cr addonsv1alpha1.Addon, def engine.Definition) []*unstructured.Unstructured {
-	t.Helper()
-	r, err := engine.New(testMgr, def, engineOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	objects, err := r.Render(context.Background(), cr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	created := make([]*unstructured.Unstructured, 0, len(objects.Items))
-	for _, o := range objects.Items {
-		u := o.UnstructuredObject().DeepCopy()
-		u.SetLabels(map[string]string{"app.kubernetes.io/managed-by": "another-tool"})
-		if err := k8sClient.Create(context.Background(), u, client.FieldOwner("another-tool")); err != nil {
-			t.Fatalf("creating %s %s: %v", u.GetKind(), u.GetName(), err)
-		}
-		created = append(created, u)
-		t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), u) })
-	}
-	return created
-}
+// What the engine leaves to other field managers: the replicas of a workload a
+// HorizontalPodAutoscaler scales, and the fields spec.driftExclusions names.
 
 func TestReplicasLeftToAnHPA(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
-	cr := newCoreDNS(ns, newVersion)
+	cr := enginetest.NewCoreDNS(ns, newVersion)
 	cr.Spec.Replicas = ptr.To[int32](2)
 	createReadyCoreDNS(t, cr)
-	key := types.NamespacedName{Namespace: ns, Name: coreDNSDeployment}
+	key := types.NamespacedName{Namespace: ns, Name: "coredns"}
 
 	// An HPA targets the Deployment and, as the HPA controller does, scales it with an
 	// update of its own.
 	hpa := &autoscalingv2.HorizontalPodAutoscaler{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "coredns"},
 		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
-			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: coreDNSDeployment},
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "coredns"},
 			MinReplicas:    ptr.To[int32](2), MaxReplicas: 10,
 		},
 	}
@@ -72,7 +48,7 @@ func TestReplicasLeftToAnHPA(t *testing.T) {
 	g.Expect(k8sClient.Update(ctx, deploy, client.FieldOwner("horizontal-pod-autoscaler"))).To(Succeed())
 
 	// kaddons never writes the Deployment back, and still reports Ready.
-	mark := requests.writeCount()
+	mark := requests.WriteCount()
 	g.Consistently(func() []string { return deploymentWritesSince(mark, ns) }).
 		WithTimeout(3 * time.Second).WithPolling(200 * time.Millisecond).Should(BeEmpty())
 	g.Expect(k8sClient.Get(ctx, key, deploy)).To(Succeed())
@@ -100,17 +76,17 @@ func TestDriftExclusionLeavesAFieldToAnotherManager(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
-	cr := newCoreDNS(ns, newVersion)
+	cr := enginetest.NewCoreDNS(ns, newVersion)
 	cr.Spec.DriftExclusions = []addonsv1alpha1.DriftExclusion{{
-		Target: addonsv1alpha1.ObjectSelector{Kind: "Deployment", Name: coreDNSDeployment}, Paths: []string{"/spec/replicas"}}}
+		Target: addonsv1alpha1.ObjectSelector{Kind: "Deployment", Name: "coredns"}, Paths: []string{"/spec/replicas"}}}
 	createReadyCoreDNS(t, cr)
-	key := types.NamespacedName{Namespace: ns, Name: coreDNSDeployment}
+	key := types.NamespacedName{Namespace: ns, Name: "coredns"}
 	deploy := &appsv1.Deployment{}
 	g.Expect(k8sClient.Get(ctx, key, deploy)).To(Succeed())
 	deploy.Spec.Replicas = ptr.To[int32](4)
 	g.Expect(k8sClient.Update(ctx, deploy, client.FieldOwner("someone-else"))).To(Succeed())
 
-	mark := requests.writeCount()
+	mark := requests.WriteCount()
 	g.Consistently(func() []string { return deploymentWritesSince(mark, ns) }).
 		WithTimeout(3 * time.Second).WithPolling(200 * time.Millisecond).Should(BeEmpty())
 	g.Expect(k8sClient.Get(ctx, key, deploy)).To(Succeed())
@@ -128,7 +104,7 @@ func TestDriftExclusionLeavesAFieldToAnotherManager(t *testing.T) {
 // deploymentWritesSince returns the manager's writes to Deployments in ns since the n-th.
 func deploymentWritesSince(n int, ns string) []string {
 	var out []string
-	for _, w := range requests.objectWritesSince(n, ns) {
+	for _, w := range requests.ObjectWritesSince(n, ns) {
 		if strings.Contains(w, "/deployments") {
 			out = append(out, w)
 		}

@@ -1,4 +1,4 @@
-package controllers
+package engine_test
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/internal/channels"
+	"github.com/kaddons/kaddons/internal/engine/enginetest"
 )
 
 // heapBound is the most the test process's heap (the suite's manager included) may grow
@@ -141,7 +142,7 @@ func TestMalformedPackagesReachTheCondition(t *testing.T) {
 			ctx := context.Background()
 			ns := newNamespace(t)
 			suffix := ns[strings.LastIndex(ns, "-")+1:]
-			cr := newCoreDNS(ns, "")
+			cr := enginetest.NewCoreDNS(ns, "")
 			tc.breakSource(t, suffix, cr)
 			message := strings.ReplaceAll(tc.message, "SUFFIX", suffix)
 

@@ -1,7 +1,8 @@
-package controllers
+package engine_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,7 +19,12 @@ import (
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/internal/engine"
+	"github.com/kaddons/kaddons/internal/engine/enginetest"
 )
+
+// The engine's plan, in requests: what a new add-on, a steady state and a drift cost,
+// counted at the manager's transport (enginetest.RequestCounter), and what enters the
+// cache.
 
 // reconciled waits until the CoreDNS reconciles counter moved past before.
 func reconciled(t *testing.T, before float64) {
@@ -28,29 +34,15 @@ func reconciled(t *testing.T, before float64) {
 	}).WithTimeout(eventuallyTimeout).Should(BeNumerically(">", before))
 }
 
-// quietWindow is how long a test watches the manager's requests for an add-on.
-const quietWindow = 2 * time.Second
-
-// waitQuiet waits until the manager made no request for anything in ns for a whole
-// quietWindow, so the reconciles an add-on's creation set off have settled.
-func waitQuiet(t *testing.T, ns string) {
-	t.Helper()
-	NewWithT(t).Eventually(func() []string {
-		mark := requests.count()
-		time.Sleep(quietWindow)
-		return requests.requestsSince(mark, ns)
-	}).WithTimeout(eventuallyTimeout).Should(BeEmpty())
-}
-
 func TestSteadyStateMakesNoRequests(t *testing.T) {
 	ctx := context.Background()
 	g := NewWithT(t)
 	ns := newNamespace(t)
-	cr := newCoreDNS(ns, newVersion)
+	cr := enginetest.NewCoreDNS(ns, newVersion)
 	createReadyCoreDNS(t, cr)
 	waitQuiet(t, ns)
 
-	mark := requests.count()
+	mark := requests.Count()
 	// Touching an annotation triggers a reconcile through the watch whose inputs are
 	// unchanged...
 	count := metricValue(t, "kaddons_reconciles_total", map[string]string{"kind": "CoreDNS", "result": "success"})
@@ -60,15 +52,15 @@ func TestSteadyStateMakesNoRequests(t *testing.T) {
 	g.Expect(k8sClient.Patch(ctx, cr, patch)).To(Succeed())
 	reconciled(t, count)
 	// ...and so does a reconcile run here, on the manager's clients, which certainly ran.
-	r, err := engine.New(testMgr, CoreDNSDefinition(), engineOptions())
+	r, err := engine.New(testMgr, testDefinition(), engineOptions())
 	g.Expect(err).NotTo(HaveOccurred())
 	res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(cr)})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(res.RequeueAfter).To(BeZero())
 
 	// Over a fixed window after both, the manager made no request for the add-on at all.
-	time.Sleep(quietWindow)
-	g.Expect(requests.requestsSince(mark, ns)).To(BeEmpty(), "reconciles with unchanged inputs made API requests")
+	time.Sleep(enginetest.QuietWindow)
+	g.Expect(requests.RequestsSince(mark, ns)).To(BeEmpty(), "reconciles with unchanged inputs made API requests")
 	getAddon(g, cr)
 	g.Expect(meta.IsStatusConditionTrue(cr.Status.Conditions, addonsv1alpha1.ConditionReady)).To(BeTrue())
 }
@@ -77,13 +69,13 @@ func TestDriftMakesOneCorrectiveWrite(t *testing.T) {
 	ctx := context.Background()
 	g := NewWithT(t)
 	ns := newNamespace(t)
-	cr := newCoreDNS(ns, newVersion)
+	cr := enginetest.NewCoreDNS(ns, newVersion)
 	createReadyCoreDNS(t, cr)
 	key := types.NamespacedName{Namespace: ns, Name: "coredns"}
 
 	cm := &corev1.ConfigMap{}
 	g.Expect(k8sClient.Get(ctx, key, cm)).To(Succeed())
-	before := requests.writeCount()
+	before := requests.WriteCount()
 	cm.Data["Corefile"] = ".:53 {\n    whoami\n}\n"
 	g.Expect(k8sClient.Update(ctx, cm)).To(Succeed())
 	g.Eventually(func(g Gomega) {
@@ -96,7 +88,7 @@ func TestDriftMakesOneCorrectiveWrite(t *testing.T) {
 	deploy := &appsv1.Deployment{}
 	g.Expect(k8sClient.Get(ctx, key, deploy)).To(Succeed())
 	g.Expect(deploy.Spec.Replicas).To(Equal(ptr.To[int32](2)))
-	g.Consistently(func() []string { return requests.objectWritesSince(before, ns) }).
+	g.Consistently(func() []string { return requests.ObjectWritesSince(before, ns) }).
 		WithTimeout(2 * time.Second).WithPolling(200 * time.Millisecond).
 		Should(Equal([]string{"PATCH /api/v1/namespaces/" + ns + "/configmaps/coredns"}))
 }
@@ -105,7 +97,7 @@ func TestCacheHoldsOnlyManagedChildren(t *testing.T) {
 	ctx := context.Background()
 	g := NewWithT(t)
 	ns := newNamespace(t)
-	cr := newCoreDNS(ns, newVersion)
+	cr := enginetest.NewCoreDNS(ns, newVersion)
 	createCoreDNS(t, cr)
 	unrelated := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "unrelated", Namespace: ns}, Data: map[string]string{"a": "b"}}
 	g.Expect(k8sClient.Create(ctx, unrelated)).To(Succeed())
@@ -135,12 +127,12 @@ func TestANewAddonIsReconciledOnce(t *testing.T) {
 	ctx := context.Background()
 	g := NewWithT(t)
 	ns := newNamespace(t)
-	cr := newCoreDNS(ns, newVersion)
+	cr := enginetest.NewCoreDNS(ns, newVersion)
 	createCoreDNS(t, cr)
 	waitQuiet(t, ns)
 	labels := map[string]string{"kind": "CoreDNS", "namespace": ns, "name": cr.Name}
 	reconciles := func() float64 { return metricValue(t, "kaddons_addon_reconciles_total", labels) }
-	g.Consistently(reconciles).WithTimeout(2*quietWindow).Should(Equal(1.0), "reconciles of a new add-on")
+	g.Consistently(reconciles).WithTimeout(2*enginetest.QuietWindow).Should(Equal(1.0), "reconciles of a new add-on")
 
 	// Someone else deletes a child: that reconciles, and the re-creation's own event does not.
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "coredns"}}
@@ -149,5 +141,44 @@ func TestANewAddonIsReconciledOnce(t *testing.T) {
 		return k8sClient.Get(ctx, client.ObjectKeyFromObject(cm), &corev1.ConfigMap{})
 	}).WithTimeout(eventuallyTimeout).Should(Succeed(), "the deleted ConfigMap is restored")
 	waitQuiet(t, ns)
-	g.Consistently(reconciles).WithTimeout(2*quietWindow).Should(Equal(2.0), "reconciles after one deleted child")
+	g.Consistently(reconciles).WithTimeout(2*enginetest.QuietWindow).Should(Equal(2.0), "reconciles after one deleted child")
+}
+
+// TestCreatingAnAddonCostsNineRequests counts the requests of a new 7-object CoreDNS
+// until it settles: the finalizer and the write-ahead record share one patch, then 7
+// create-only applies (no GET) and one status patch. The first apply records no event
+// (the Ready event ends the install, and nothing runs the pods here).
+func TestCreatingAnAddonCostsNineRequests(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	cr := enginetest.NewCoreDNS(ns, newVersion)
+	mark, markAll, markApplied := requests.WriteCount(), requests.Count(), requests.ApplyCount()
+	createCoreDNS(t, cr)
+	waitQuiet(t, ns)
+	// Reads count too: the ownership check of the new objects is their create-only apply,
+	// not a GET each past the cache.
+	all := requests.RequestsSince(markAll, ns)
+	g.Expect(all).To(HaveLen(9), "requests: %v", all)
+	for _, r := range all {
+		g.Expect(r).NotTo(HavePrefix("GET "), "requests: %v", all)
+	}
+	var addonPatches []string
+	writes := requests.WritesSince(mark, ns)
+	for _, w := range writes {
+		if strings.Contains(w, "/v1alpha1/namespaces/"+ns+"/coredns/") {
+			addonPatches = append(addonPatches, w)
+		}
+	}
+	g.Expect(cr.Status.Inventory.Len()).To(Equal(7))
+	g.Expect(writes).To(HaveLen(9), "writes: %v", writes)
+	g.Expect(writes).NotTo(ContainElement(ContainSubstring("/events")), "writes: %v", writes)
+	g.Expect(addonPatches).To(ConsistOf(
+		"PATCH /apis/addons.kaddons.dev/v1alpha1/namespaces/"+ns+"/coredns/"+cr.Name,
+		"PATCH /apis/addons.kaddons.dev/v1alpha1/namespaces/"+ns+"/coredns/"+cr.Name+"/status"),
+		"one patch for the finalizer and the write-ahead record, one for the status")
+	// The API server answers each apply with the object's metadata only: the engine reads
+	// nothing else from it, and neither side encodes or decodes the whole object.
+	applied := requests.AppliedSince(markApplied, ns)
+	g.Expect(applied).To(HaveLen(7), "applies: %v", applied)
+	g.Expect(applied).To(HaveEach(HaveSuffix(" PartialObjectMetadata")), "applies: %v", applied)
 }
