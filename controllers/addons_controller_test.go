@@ -128,6 +128,17 @@ func addonCases() map[string]addonCase {
 			clusterScoped:  func(string) []addonsv1alpha1.ObjectReference { return nil },
 			ready:          isReady,
 		},
+		"KubeProxy": {
+			newCR: func(ns string) addonsv1alpha1.Addon {
+				return &addonsv1alpha1.KubeProxy{ObjectMeta: metav1.ObjectMeta{Name: "kubeproxy", Namespace: ns}}
+			},
+			from:           "0.1.0",
+			workload:       ref("apps", "Deployment", "", "kubeproxy"),
+			childNamespace: sameNamespace,
+			kinds:          []string{"ServiceAccount", "Deployment"},
+			clusterScoped:  func(string) []addonsv1alpha1.ObjectReference { return nil },
+			ready:          isReady,
+		},
 		// make addon (hack/addon) writes each new kind's case above this line.
 	}
 }

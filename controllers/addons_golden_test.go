@@ -79,6 +79,9 @@ func TestAddonsGolden(t *testing.T) {
 				},
 			}
 		}},
+		{name: "defaults", def: KubeProxyDefinition(), newCR: func(v string) addonsv1alpha1.Addon {
+			return &addonsv1alpha1.KubeProxy{ObjectMeta: metav1.ObjectMeta{Name: "kubeproxy", Namespace: "kube-system"}}
+		}},
 		// make addon (hack/addon) writes each new kind's defaults case above this line.
 	} {
 		component := tc.def.Prototype.ComponentName()

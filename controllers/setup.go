@@ -17,6 +17,7 @@ func Definitions() []engine.Definition {
 		MetricsServerDefinition(),
 		DashboardDefinition(),
 		NodeLocalDNSDefinition(),
+		KubeProxyDefinition(),
 	}
 }
 

@@ -111,6 +111,10 @@ kind: MetricsServer
 metadata: {name: metrics-server, namespace: %[1]s}
 spec:
   kubeletInsecureTLS: true
+---
+apiVersion: addons.kaddons.dev/v1alpha1
+kind: KubeProxy
+metadata: {name: kubeproxy, namespace: %[1]s}
 `, nsA, ui))
 
 	t.Run("the test covers every add-on of the registry", func(t *testing.T) {
