@@ -207,6 +207,20 @@ func ReplaceInData(o *Object, key string, replace *strings.Replacer) error {
 	return o.SetNestedField(replace.Replace(value), "data", key)
 }
 
+// RemoveData drops the data entry key of the ConfigMap o, such as a configuration file
+// that a typed field left unset makes unneeded. A missing entry is left missing.
+func RemoveData(o *Object, key string) error {
+	data, _, err := o.NestedStringMap("data")
+	if err != nil {
+		return err
+	}
+	if _, ok := data[key]; !ok {
+		return nil
+	}
+	delete(data, key)
+	return o.SetNestedStringMap(data, "data")
+}
+
 // SetClusterIP gives the rendered Service name the fixed cluster IP ip (spec.clusterIP
 // and spec.clusterIPs), as the address kubelets hand to pods must not change. An empty ip
 // leaves the Service alone.
