@@ -130,14 +130,18 @@ func addonCases() map[string]addonCase {
 		},
 		"KubeProxy": {
 			newCR: func(ns string) addonsv1alpha1.Addon {
-				return &addonsv1alpha1.KubeProxy{ObjectMeta: metav1.ObjectMeta{Name: "kubeproxy", Namespace: ns}}
+				return &addonsv1alpha1.KubeProxy{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: ns}}
 			},
-			from:           "0.1.0",
-			workload:       ref("apps", "Deployment", "", "kubeproxy"),
+			from:           "1.37.2",
+			workload:       ref("apps", "DaemonSet", "", "kube-proxy"),
 			childNamespace: sameNamespace,
-			kinds:          []string{"ServiceAccount", "Deployment"},
-			clusterScoped:  func(string) []addonsv1alpha1.ObjectReference { return nil },
-			ready:          isReady,
+			kinds:          []string{"ServiceAccount", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap", "DaemonSet"},
+			clusterScoped: func(ns string) []addonsv1alpha1.ObjectReference {
+				return []addonsv1alpha1.ObjectReference{
+					ref("rbac.authorization.k8s.io", "ClusterRoleBinding", "", "kubeadm:node-proxier-"+ns),
+				}
+			},
+			ready: isReady,
 		},
 		// make addon (hack/addon) writes each new kind's case above this line.
 	}

@@ -37,8 +37,8 @@ func adoptionCases() map[string]adoptionCase {
 				"ClusterRole", "ClusterRoleBinding", "Deployment"}},
 		"NodeLocalDNS": {newCR: cases["NodeLocalDNS"].newCR, definition: NodeLocalDNSDefinition(), version: "1.25.0",
 			kinds: []string{"ServiceAccount", "Service", "ConfigMap", "DaemonSet"}},
-		"KubeProxy": {newCR: cases["KubeProxy"].newCR, definition: KubeProxyDefinition(), version: "0.1.0",
-			kinds: []string{"ServiceAccount", "Deployment"}},
+		"KubeProxy": {newCR: cases["KubeProxy"].newCR, definition: KubeProxyDefinition(), version: "1.37.2",
+			kinds: []string{"ServiceAccount", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap", "DaemonSet"}},
 		// make addon (hack/addon) writes each new kind's case above this line.
 	}
 }

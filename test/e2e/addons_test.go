@@ -87,7 +87,8 @@ func daemonSetOnEveryNode(g Gomega, ns, name string, nodes int32) {
 
 // TestAllAddons runs every add-on kind in one manager and one cluster: two CoreDNS in
 // different namespaces, NodeLocal DNSCache following one of them, the Dashboard in a
-// namespace it creates, and metrics-server, whose aggregated API this cluster cannot reach.
+// namespace it creates, metrics-server, whose aggregated API this cluster cannot reach, and
+// kube-proxy on every node.
 func TestAllAddons(t *testing.T) {
 	g := NewWithT(t)
 	nsA, nsB := newNamespace(t, "dns-a"), newNamespace(t, "dns-b")
@@ -114,7 +115,10 @@ spec:
 ---
 apiVersion: addons.kaddons.dev/v1alpha1
 kind: KubeProxy
-metadata: {name: kubeproxy, namespace: %[1]s}
+metadata: {name: kube-proxy, namespace: %[1]s}
+spec:
+  apiServerEndpoint: 10.254.254.1:6443
+  clusterCIDR: 10.244.0.0/16
 `, nsA, ui))
 
 	t.Run("the test covers every add-on of the registry", func(t *testing.T) {
@@ -145,6 +149,19 @@ metadata: {name: kubeproxy, namespace: %[1]s}
 		cm := &corev1.ConfigMap{}
 		g.Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: nsA, Name: "node-local-dns"}, cm)).To(Succeed())
 		g.Expect(cm.Data["Corefile"]).To(ContainSubstring("bind 169.254.20.10 " + svc.Spec.ClusterIP))
+	})
+
+	t.Run("kube-proxy runs on every node, configured by its fields", func(t *testing.T) {
+		g := NewWithT(t)
+		kp := &addonsv1alpha1.KubeProxy{ObjectMeta: metav1.ObjectMeta{Namespace: nsA, Name: "kube-proxy"}}
+		waitAddon(t, kp, isReady)
+		daemonSetOnEveryNode(g, nsA, "kube-proxy", fakeNodes)
+		ctx, cancel := background()
+		defer cancel()
+		cm := &corev1.ConfigMap{}
+		g.Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: nsA, Name: "kube-proxy"}, cm)).To(Succeed())
+		g.Expect(cm.Data["kubeconfig.conf"]).To(ContainSubstring("server: https://10.254.254.1:6443"))
+		g.Expect(cm.Data["config.conf"]).To(And(ContainSubstring("clusterCIDR: 10.244.0.0/16"), ContainSubstring("mode: iptables")))
 	})
 
 	t.Run("the Dashboard runs in the namespace it created", func(t *testing.T) {
