@@ -143,6 +143,17 @@ func addonCases() map[string]addonCase {
 			},
 			ready: isReady,
 		},
+		"KubeRouter": {
+			newCR: func(ns string) addonsv1alpha1.Addon {
+				return &addonsv1alpha1.KubeRouter{ObjectMeta: metav1.ObjectMeta{Name: "kuberouter", Namespace: ns}}
+			},
+			from:           "0.1.0",
+			workload:       ref("apps", "Deployment", "", "kuberouter"),
+			childNamespace: sameNamespace,
+			kinds:          []string{"ServiceAccount", "Deployment"},
+			clusterScoped:  func(string) []addonsv1alpha1.ObjectReference { return nil },
+			ready:          isReady,
+		},
 		// make addon (hack/addon) writes each new kind's case above this line.
 	}
 }

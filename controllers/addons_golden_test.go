@@ -92,6 +92,9 @@ func TestAddonsGolden(t *testing.T) {
 				},
 			}
 		}},
+		{name: "defaults", def: KubeRouterDefinition(), newCR: func(v string) addonsv1alpha1.Addon {
+			return &addonsv1alpha1.KubeRouter{ObjectMeta: metav1.ObjectMeta{Name: "kuberouter", Namespace: "kube-system"}}
+		}},
 		// make addon (hack/addon) writes each new kind's defaults case above this line.
 	} {
 		component := tc.def.Prototype.ComponentName()

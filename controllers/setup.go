@@ -18,6 +18,7 @@ func Definitions() []engine.Definition {
 		DashboardDefinition(),
 		NodeLocalDNSDefinition(),
 		KubeProxyDefinition(),
+		KubeRouterDefinition(),
 	}
 }
 

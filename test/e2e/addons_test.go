@@ -119,6 +119,10 @@ metadata: {name: kube-proxy, namespace: %[1]s}
 spec:
   apiServerEndpoint: 10.254.254.1:6443
   clusterCIDR: 10.244.0.0/16
+---
+apiVersion: addons.kaddons.dev/v1alpha1
+kind: KubeRouter
+metadata: {name: kuberouter, namespace: %[1]s}
 `, nsA, ui))
 
 	t.Run("the test covers every add-on of the registry", func(t *testing.T) {
