@@ -90,3 +90,27 @@ func TestRemoveData(t *testing.T) {
 		t.Errorf("the JSON still holds the removed entry: %s", got)
 	}
 }
+
+func TestSetEnv(t *testing.T) {
+	o := deploymentWithArgs(t)
+	if err := MutateContainer(o, "main", func(c map[string]any) error {
+		c["env"] = []any{map[string]any{"name": "A", "valueFrom": map[string]any{"fieldRef": map[string]any{"fieldPath": "spec.nodeName"}}}}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range [][2]string{{"B", "2"}, {"A", "1"}, {"B", "3"}} {
+		if err := SetEnv(o, "main", kv[0], kv[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	containers, _, _ := unstructured.NestedSlice(o.UnstructuredObject().Object, "spec", "template", "spec", "containers")
+	got := containers[0].(map[string]any)["env"]
+	want := []any{map[string]any{"name": "A", "value": "1"}, map[string]any{"name": "B", "value": "3"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("env = %v, want %v", got, want)
+	}
+	if err := SetEnv(o, "other", "A", "1"); err == nil {
+		t.Error("SetEnv on a missing container succeeded")
+	}
+}
