@@ -145,14 +145,19 @@ func addonCases() map[string]addonCase {
 		},
 		"KubeRouter": {
 			newCR: func(ns string) addonsv1alpha1.Addon {
-				return &addonsv1alpha1.KubeRouter{ObjectMeta: metav1.ObjectMeta{Name: "kuberouter", Namespace: ns}}
+				return &addonsv1alpha1.KubeRouter{ObjectMeta: metav1.ObjectMeta{Name: "kube-router", Namespace: ns}}
 			},
-			from:           "0.1.0",
-			workload:       ref("apps", "Deployment", "", "kuberouter"),
+			from:           "2.1.0",
+			workload:       ref("apps", "DaemonSet", "", "kube-router"),
 			childNamespace: sameNamespace,
-			kinds:          []string{"ServiceAccount", "Deployment"},
-			clusterScoped:  func(string) []addonsv1alpha1.ObjectReference { return nil },
-			ready:          isReady,
+			kinds:          []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet"},
+			clusterScoped: func(ns string) []addonsv1alpha1.ObjectReference {
+				return []addonsv1alpha1.ObjectReference{
+					ref("rbac.authorization.k8s.io", "ClusterRole", "", "kube-router-"+ns),
+					ref("rbac.authorization.k8s.io", "ClusterRoleBinding", "", "kube-router-"+ns),
+				}
+			},
+			ready: isReady,
 		},
 		// make addon (hack/addon) writes each new kind's case above this line.
 	}

@@ -93,7 +93,16 @@ func TestAddonsGolden(t *testing.T) {
 			}
 		}},
 		{name: "defaults", def: KubeRouterDefinition(), newCR: func(v string) addonsv1alpha1.Addon {
-			return &addonsv1alpha1.KubeRouter{ObjectMeta: metav1.ObjectMeta{Name: "kuberouter", Namespace: "kube-system"}}
+			return &addonsv1alpha1.KubeRouter{ObjectMeta: metav1.ObjectMeta{Name: "kube-router", Namespace: "kube-system"}}
+		}},
+		{name: "custom", def: KubeRouterDefinition(), newCR: func(v string) addonsv1alpha1.Addon {
+			return &addonsv1alpha1.KubeRouter{
+				ObjectMeta: metav1.ObjectMeta{Name: "kube-router", Namespace: "kube-system"},
+				Spec: addonsv1alpha1.KubeRouterSpec{
+					APIServerEndpoint: "10.254.254.1:6443",
+					NetworkPolicy:     ptr.To(false),
+				},
+			}
 		}},
 		// make addon (hack/addon) writes each new kind's defaults case above this line.
 	} {

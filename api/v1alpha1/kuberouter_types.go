@@ -5,17 +5,31 @@ import (
 	addonv1alpha1 "sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/addon/pkg/apis/v1alpha1"
 )
 
-// KubeRouterSpec is the desired state of KubeRouter. Its typed fields go after the embedded
-// specs, each with validation markers and a transform in
-// controllers/kuberouter_controller.go that applies it to the rendered package.
+// KubeRouterSpec is the desired state of kube-router, the cluster's pod network.
 type KubeRouterSpec struct {
-	// version and channel select the kuberouter package. version wins; without it the
+	// version and channel select the kube-router package. version wins; without it the
 	// channel's version applies, and without a channel the operator's default channel.
 	addonv1alpha1.CommonSpec `json:",inline"`
 	// patches are strategic-merge patches applied to the rendered objects they name.
 	addonv1alpha1.PatchSpec `json:",inline"`
 	// targetNamespace, suspend, upgrade, dependsOn and deletionPolicy are shared by every add-on.
 	AddonSpec `json:",inline"`
+
+	// apiServerEndpoint is the host:port (10.0.0.1:6443, api.example.org:6443,
+	// [fd00::1]:6443) at which kube-router reaches the API server, with its service
+	// account's token. On a new cluster the kubernetes Service works only once kube-proxy
+	// has programmed it, so kube-router is best given an address that works without:
+	// the control plane's load balancer or a node's address. Without it kube-router uses
+	// the in-cluster address (the kubernetes Service).
+	// +kubebuilder:validation:MaxLength=261
+	// +kubebuilder:validation:Pattern=`^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?):[0-9]{1,5}$`
+	// +optional
+	APIServerEndpoint string `json:"apiServerEndpoint,omitempty"`
+
+	// networkPolicy runs kube-router's network policy firewall (--run-firewall), which
+	// enforces the cluster's NetworkPolicies. Defaults to true.
+	// +optional
+	NetworkPolicy *bool `json:"networkPolicy,omitempty"`
 }
 
 // KubeRouterStatus is the observed state of KubeRouter.
@@ -23,8 +37,9 @@ type KubeRouterStatus struct {
 	AddonStatus `json:",inline"`
 }
 
-// KubeRouter manages the kuberouter add-on, deployed from the packages under
-// channels/packages/kuberouter.
+// KubeRouter manages kube-router as the cluster's CNI: pod networking (a bridge on every
+// node, routes to the other nodes' pod CIDRs over BGP) and network policies, run by a
+// DaemonSet on the host network before the nodes are Ready.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=kuberouters,singular=kuberouter,categories=addons
@@ -59,7 +74,7 @@ type KubeRouterList struct {
 var _ Addon = &KubeRouter{}
 
 // ComponentName names the add-on's packages under channels/packages.
-func (*KubeRouter) ComponentName() string { return "kuberouter" }
+func (*KubeRouter) ComponentName() string { return "kube-router" }
 
 // CommonSpec returns the version and channel that select the package.
 func (k *KubeRouter) CommonSpec() addonv1alpha1.CommonSpec { return k.Spec.CommonSpec }
