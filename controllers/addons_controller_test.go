@@ -118,6 +118,37 @@ func addonCases() map[string]addonCase {
 			clusterScoped:  func(string) []addonsv1alpha1.ObjectReference { return nil },
 			ready:          isReady,
 		},
+		"KubeProxy": {
+			newCR: func(ns string) addonsv1alpha1.Addon {
+				return &addonsv1alpha1.KubeProxy{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: ns}}
+			},
+			from:           "1.37.2",
+			workload:       ref("apps", "DaemonSet", "", "kube-proxy"),
+			childNamespace: sameNamespace,
+			kinds:          []string{"ServiceAccount", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap", "DaemonSet"},
+			clusterScoped: func(ns string) []addonsv1alpha1.ObjectReference {
+				return []addonsv1alpha1.ObjectReference{
+					ref("rbac.authorization.k8s.io", "ClusterRoleBinding", "", "kubeadm:node-proxier-"+ns),
+				}
+			},
+			ready: isReady,
+		},
+		"KubeRouter": {
+			newCR: func(ns string) addonsv1alpha1.Addon {
+				return &addonsv1alpha1.KubeRouter{ObjectMeta: metav1.ObjectMeta{Name: "kube-router", Namespace: ns}}
+			},
+			from:           "2.1.0",
+			workload:       ref("apps", "DaemonSet", "", "kube-router"),
+			childNamespace: sameNamespace,
+			kinds:          []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet"},
+			clusterScoped: func(ns string) []addonsv1alpha1.ObjectReference {
+				return []addonsv1alpha1.ObjectReference{
+					ref("rbac.authorization.k8s.io", "ClusterRole", "", "kube-router-"+ns),
+					ref("rbac.authorization.k8s.io", "ClusterRoleBinding", "", "kube-router-"+ns),
+				}
+			},
+			ready: isReady,
+		},
 		// make addon (hack/addon) writes each new kind's case above this line.
 	}
 }

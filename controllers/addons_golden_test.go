@@ -79,6 +79,31 @@ func TestAddonsGolden(t *testing.T) {
 				},
 			}
 		}},
+		{name: "defaults", def: KubeProxyDefinition(), newCR: func(v string) addonsv1alpha1.Addon {
+			return &addonsv1alpha1.KubeProxy{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: "kube-system"}}
+		}},
+		{name: "custom", def: KubeProxyDefinition(), newCR: func(v string) addonsv1alpha1.Addon {
+			return &addonsv1alpha1.KubeProxy{
+				ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: "kube-system"},
+				Spec: addonsv1alpha1.KubeProxySpec{
+					APIServerEndpoint: "10.254.254.1:6443",
+					ClusterCIDR:       "10.244.0.0/16,fd00:10:244::/56",
+					Mode:              "nftables",
+				},
+			}
+		}},
+		{name: "defaults", def: KubeRouterDefinition(), newCR: func(v string) addonsv1alpha1.Addon {
+			return &addonsv1alpha1.KubeRouter{ObjectMeta: metav1.ObjectMeta{Name: "kube-router", Namespace: "kube-system"}}
+		}},
+		{name: "custom", def: KubeRouterDefinition(), newCR: func(v string) addonsv1alpha1.Addon {
+			return &addonsv1alpha1.KubeRouter{
+				ObjectMeta: metav1.ObjectMeta{Name: "kube-router", Namespace: "kube-system"},
+				Spec: addonsv1alpha1.KubeRouterSpec{
+					APIServerEndpoint: "10.254.254.1:6443",
+					NetworkPolicy:     ptr.To(false),
+				},
+			}
+		}},
 		// make addon (hack/addon) writes each new kind's defaults case above this line.
 	} {
 		component := tc.def.Prototype.ComponentName()

@@ -63,6 +63,10 @@ func adoptionCases() map[string]adoptionCase {
 				"ClusterRole", "ClusterRoleBinding", "Deployment"}},
 		"NodeLocalDNS": {newCR: cases["NodeLocalDNS"].newCR, definition: NodeLocalDNSDefinition(), version: "1.25.0",
 			kinds: []string{"ServiceAccount", "Service", "ConfigMap", "DaemonSet"}},
+		"KubeProxy": {newCR: cases["KubeProxy"].newCR, definition: KubeProxyDefinition(), version: "1.37.2",
+			kinds: []string{"ServiceAccount", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap", "DaemonSet"}},
+		"KubeRouter": {newCR: cases["KubeRouter"].newCR, definition: KubeRouterDefinition(), version: "2.1.0",
+			kinds: []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet"}},
 		// make addon (hack/addon) writes each new kind's case above this line.
 	}
 }

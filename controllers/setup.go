@@ -17,6 +17,8 @@ func Definitions() []engine.Definition {
 		MetricsServerDefinition(),
 		DashboardDefinition(),
 		NodeLocalDNSDefinition(),
+		KubeProxyDefinition(),
+		KubeRouterDefinition(),
 	}
 }
 

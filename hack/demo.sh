@@ -327,10 +327,10 @@ cmd_up() {
   FAILED_STEP="applying the samples"
   kc apply -k "${ROOT}/config/samples" | sed 's/^/    /'
 
-  step "Waiting for CoreDNS, NodeLocal DNSCache and the Dashboard to be Ready (timeout ${TIMEOUT}s)"
+  step "Waiting for CoreDNS, NodeLocal DNSCache, the Dashboard, kube-proxy and kube-router to be Ready (timeout ${TIMEOUT}s)"
   FAILED_STEP="waiting for the add-ons to be Ready"
   kc wait --for=condition=Ready --timeout="${TIMEOUT}s" -n kube-system \
-    coredns/coredns nodelocaldns/nodelocaldns dashboard/dashboard | sed 's/^/    /'
+    coredns/coredns nodelocaldns/nodelocaldns dashboard/dashboard kubeproxy/kube-proxy kuberouter/kube-router | sed 's/^/    /'
   # This cluster has no pod network and publishes no endpoints, so the API server cannot
   # reach metrics-server: its Deployment becomes available, its APIService does not, and
   # the MetricsServer says so instead of turning Ready.

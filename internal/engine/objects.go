@@ -150,6 +150,23 @@ func SetFlag(o *Object, container, name, value string) error {
 	})
 }
 
+// SetEnv sets the environment variable name of o's container to value: the entry of
+// that name is replaced (a valueFrom included), or one is appended.
+func SetEnv(o *Object, container, name, value string) error {
+	return MutateContainer(o, container, func(c map[string]any) error {
+		env, _ := c["env"].([]any)
+		entry := map[string]any{"name": name, "value": value}
+		for i, e := range env {
+			if m, ok := e.(map[string]any); ok && m["name"] == name {
+				env[i] = entry
+				return nil
+			}
+		}
+		c["env"] = append(env, entry)
+		return nil
+	})
+}
+
 // RemoveObject drops the rendered object of kind and name, and reports whether it was there.
 func RemoveObject(objects *Objects, kind, name string) bool {
 	n := len(objects.Items)
@@ -205,6 +222,20 @@ func ReplaceInData(o *Object, key string, replace *strings.Replacer) error {
 		return fmt.Errorf("%s %s has no data entry %q", o.Kind, o.GetName(), key)
 	}
 	return o.SetNestedField(replace.Replace(value), "data", key)
+}
+
+// RemoveData drops the data entry key of the ConfigMap o, such as a configuration file
+// that a typed field left unset makes unneeded. A missing entry is left missing.
+func RemoveData(o *Object, key string) error {
+	data, _, err := o.NestedStringMap("data")
+	if err != nil {
+		return err
+	}
+	if _, ok := data[key]; !ok {
+		return nil
+	}
+	delete(data, key)
+	return o.SetNestedStringMap(data, "data")
 }
 
 // SetClusterIP gives the rendered Service name the fixed cluster IP ip (spec.clusterIP

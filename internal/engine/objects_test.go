@@ -2,6 +2,7 @@ package engine
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -61,5 +62,55 @@ func TestRemoveObject(t *testing.T) {
 	}
 	if !RemoveObject(objects, "Deployment", "app") || len(objects.Items) != 0 {
 		t.Errorf("the Deployment was not removed: %d objects left", len(objects.Items))
+	}
+}
+
+func TestRemoveData(t *testing.T) {
+	o, err := newObject(&unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "config"},
+		"data": map[string]any{"a.conf": "a", "b.conf": "b"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"a.conf", "a.conf", "missing"} {
+		if err := RemoveData(o, key); err != nil {
+			t.Fatalf("RemoveData(%q): %v", key, err)
+		}
+	}
+	data, _, _ := o.NestedStringMap("data")
+	if want := map[string]string{"b.conf": "b"}; !reflect.DeepEqual(data, want) {
+		t.Errorf("data = %v, want %v", data, want)
+	}
+	json, err := o.JSON()
+	if err != nil {
+		t.Fatalf("JSON: %v", err)
+	}
+	if got := string(json); strings.Contains(got, "a.conf") {
+		t.Errorf("the JSON still holds the removed entry: %s", got)
+	}
+}
+
+func TestSetEnv(t *testing.T) {
+	o := deploymentWithArgs(t)
+	if err := MutateContainer(o, "main", func(c map[string]any) error {
+		c["env"] = []any{map[string]any{"name": "A", "valueFrom": map[string]any{"fieldRef": map[string]any{"fieldPath": "spec.nodeName"}}}}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range [][2]string{{"B", "2"}, {"A", "1"}, {"B", "3"}} {
+		if err := SetEnv(o, "main", kv[0], kv[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	containers, _, _ := unstructured.NestedSlice(o.UnstructuredObject().Object, "spec", "template", "spec", "containers")
+	got := containers[0].(map[string]any)["env"]
+	want := []any{map[string]any{"name": "A", "value": "1"}, map[string]any{"name": "B", "value": "3"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("env = %v, want %v", got, want)
+	}
+	if err := SetEnv(o, "other", "A", "1"); err == nil {
+		t.Error("SetEnv on a missing container succeeded")
 	}
 }

@@ -87,7 +87,8 @@ func daemonSetOnEveryNode(g Gomega, ns, name string, nodes int32) {
 
 // TestAllAddons runs every add-on kind in one manager and one cluster: two CoreDNS in
 // different namespaces, NodeLocal DNSCache following one of them, the Dashboard in a
-// namespace it creates, and metrics-server, whose aggregated API this cluster cannot reach.
+// namespace it creates, metrics-server, whose aggregated API this cluster cannot reach, and
+// kube-proxy and kube-router on every node.
 func TestAllAddons(t *testing.T) {
 	g := NewWithT(t)
 	nsA, nsB := newNamespace(t, "dns-a"), newNamespace(t, "dns-b")
@@ -111,6 +112,20 @@ kind: MetricsServer
 metadata: {name: metrics-server, namespace: %[1]s}
 spec:
   kubeletInsecureTLS: true
+---
+apiVersion: addons.kaddons.dev/v1alpha1
+kind: KubeProxy
+metadata: {name: kube-proxy, namespace: %[1]s}
+spec:
+  apiServerEndpoint: 10.254.254.1:6443
+  clusterCIDR: 10.244.0.0/16
+---
+apiVersion: addons.kaddons.dev/v1alpha1
+kind: KubeRouter
+metadata: {name: kube-router, namespace: %[1]s}
+spec:
+  apiServerEndpoint: 10.254.254.1:6443
+  networkPolicy: false
 `, nsA, ui))
 
 	t.Run("the test covers every add-on of the registry", func(t *testing.T) {
@@ -141,6 +156,34 @@ spec:
 		cm := &corev1.ConfigMap{}
 		g.Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: nsA, Name: "node-local-dns"}, cm)).To(Succeed())
 		g.Expect(cm.Data["Corefile"]).To(ContainSubstring("bind 169.254.20.10 " + svc.Spec.ClusterIP))
+	})
+
+	t.Run("kube-proxy runs on every node, configured by its fields", func(t *testing.T) {
+		g := NewWithT(t)
+		kp := &addonsv1alpha1.KubeProxy{ObjectMeta: metav1.ObjectMeta{Namespace: nsA, Name: "kube-proxy"}}
+		waitAddon(t, kp, isReady)
+		daemonSetOnEveryNode(g, nsA, "kube-proxy", fakeNodes)
+		ctx, cancel := background()
+		defer cancel()
+		cm := &corev1.ConfigMap{}
+		g.Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: nsA, Name: "kube-proxy"}, cm)).To(Succeed())
+		g.Expect(cm.Data["kubeconfig.conf"]).To(ContainSubstring("server: https://10.254.254.1:6443"))
+		g.Expect(cm.Data["config.conf"]).To(And(ContainSubstring("clusterCIDR: 10.244.0.0/16"), ContainSubstring("mode: iptables")))
+	})
+
+	t.Run("kube-router runs on every node, configured by its fields", func(t *testing.T) {
+		g := NewWithT(t)
+		kr := &addonsv1alpha1.KubeRouter{ObjectMeta: metav1.ObjectMeta{Namespace: nsA, Name: "kube-router"}}
+		waitAddon(t, kr, isReady)
+		daemonSetOnEveryNode(g, nsA, "kube-router", fakeNodes)
+		ctx, cancel := background()
+		defer cancel()
+		ds := &appsv1.DaemonSet{}
+		g.Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: nsA, Name: "kube-router"}, ds)).To(Succeed())
+		c := ds.Spec.Template.Spec.Containers[0]
+		g.Expect(c.Args).To(ContainElements("--run-firewall=false", "--run-service-proxy=false"))
+		g.Expect(c.Env).To(ContainElements(corev1.EnvVar{Name: "KUBERNETES_SERVICE_HOST", Value: "10.254.254.1"},
+			corev1.EnvVar{Name: "KUBERNETES_SERVICE_PORT", Value: "6443"}))
 	})
 
 	t.Run("the Dashboard runs in the namespace it created", func(t *testing.T) {
