@@ -17,6 +17,12 @@
 #                               that `up` installed
 #   hack/node.sh status         processes, the node's conditions
 #   hack/node.sh check          compare the host with the snapshot taken before `up`
+#   hack/node.sh images         build the add-on images that are not cached (CoreDNS,
+#                               metrics-server, kube-proxy, kube-router: hack/addonimages,
+#                               from the Go module proxy and Debian packages; nothing is
+#                               pulled) and import each into the node's containerd under the
+#                               exact reference its package names; `up` imports those
+#                               already built
 #   hack/node.sh smoke          a temporary bridge+host-local CNI config, a pause Pod that
 #                               must become Running on the node, then everything torn
 #                               down (cluster included); prints the timings
@@ -155,17 +161,6 @@ ensure_packages() {
   log "installed $(wc -l <"${INSTALLED}") package(s): $(tr '\n' ' ' <"${INSTALLED}")"
 }
 
-# kube_module_dir prints where the module cache holds k8s.io/kubernetes.
-kube_module_dir() {
-  (cd "${ROOT}/hack/tools/kube" && go mod download k8s.io/kubernetes && go list -m -f '{{.Dir}}' k8s.io/kubernetes)
-}
-
-# pause_version prints the pause image tag of the pinned Kubernetes (build/pause/Makefile;
-# kubeadm's constants.PauseVersion names the same).
-pause_version() {
-  sed -n 's/^TAG ?= *//p' "$(kube_module_dir)/build/pause/Makefile"
-}
-
 # ensure_binaries builds the kubelet (cached) and sets KUBELET and KUBECTL.
 ensure_binaries() {
   local dir
@@ -178,22 +173,15 @@ ensure_binaries() {
   KUBECTL=${dir}/kubectl
 }
 
-# ensure_pause_image compiles Kubernetes' pause.c statically and wraps it into an image
-# archive with hack/pauseimage, both cached; sets PAUSE_IMAGE and PAUSE_TAR.
+# addonimages runs hack/addonimages (the add-on images: see its documentation).
+addonimages() { (cd "${ROOT}" && go run ./hack/addonimages "$@"); }
+
+# ensure_pause_image builds the pause image (Kubernetes' pause.c, static, by
+# hack/addonimages; cached) and sets PAUSE_IMAGE and PAUSE_TAR.
 ensure_pause_image() {
-  local version src
-  version=$(pause_version)
-  [[ -n ${version} ]] || die "no pause version in k8s.io/kubernetes's build/pause/Makefile"
-  PAUSE_IMAGE=registry.k8s.io/pause:${version}
-  PAUSE_TAR=${CACHE}/pause-${version}.tar
-  [[ -f ${PAUSE_TAR} ]] && return 0
-  mkdir -p "${CACHE}"
-  src=$(kube_module_dir)/build/pause/linux/pause.c
-  log "compiling ${src##*/kubernetes@} statically (gcc) and building ${PAUSE_IMAGE}"
-  # As build/pause/Makefile: -Os -static, then stripped.
-  gcc -Os -Wall -Werror -static -DVERSION="v${version}-kaddons" -o "${CACHE}/pause-${version}" "${src}"
-  strip "${CACHE}/pause-${version}"
-  (cd "${ROOT}" && go run ./hack/pauseimage -binary "${CACHE}/pause-${version}" -ref "${PAUSE_IMAGE}" -out "${PAUSE_TAR}")
+  addonimages build pause
+  read -r PAUSE_IMAGE PAUSE_TAR < <(addonimages list pause)
+  [[ -n ${PAUSE_IMAGE} && -f ${PAUSE_TAR} ]] || die "hack/addonimages built no pause image"
 }
 
 # ---------------------------------------------------------------------------------------
@@ -404,13 +392,46 @@ start_containerd() {
   done
 }
 
-import_pause_image() {
-  if ctr_ images ls -q | grep -xF "${PAUSE_IMAGE}" >/dev/null; then
+# import_image imports docker archive $2 as image $1 into containerd's k8s.io namespace,
+# unless it is there already from the same archive (its key, hack/addonimages's record of
+# what the image is made of, is remembered beside containerd's state).
+import_image() {
+  local ref=$1 tar=$2 key stamp t
+  key=$(cat "${tar%/*}/key" 2>/dev/null || sha256sum "${tar}" | cut -d' ' -f1)
+  stamp=${CONTAINERD_DIR}/imported/$(printf '%s' "${ref}" | tr '/:' '__')
+  if [[ $(cat "${stamp}" 2>/dev/null) == "${key}" ]] && ctr_ images ls -q | grep -xF "${ref}" >/dev/null; then
+    log "${ref}: already imported"
     return 0
   fi
-  log "importing ${PAUSE_IMAGE} into containerd (namespace k8s.io)"
-  ctr_ images import "${PAUSE_TAR}" >/dev/null
-  ctr_ images ls -q | grep -xF "${PAUSE_IMAGE}" >/dev/null || die "containerd does not list ${PAUSE_IMAGE} after the import"
+  t=${SECONDS}
+  log "${ref}: importing ${tar} ($(du -m "${tar}" | cut -f1) MiB)"
+  ctr_ images import "${tar}" >/dev/null
+  ctr_ images ls -q | grep -xF "${ref}" >/dev/null || die "containerd does not list ${ref} after the import"
+  mkdir -p "${stamp%/*}"
+  echo "${key}" >"${stamp}"
+  log "${ref}: imported in $((SECONDS - t))s"
+}
+
+import_pause_image() { import_image "${PAUSE_IMAGE}" "${PAUSE_TAR}"; }
+
+# import_addon_images imports the add-on images; with "build", it builds the missing ones
+# first, otherwise it imports those that are built.
+import_addon_images() {
+  local ref tar n=0 skipped=0
+  [[ ${1:-} == build ]] && addonimages build
+  while read -r ref tar; do
+    if [[ ! -f ${tar} ]]; then
+      skipped=$((skipped + 1))
+      continue
+    fi
+    import_image "${ref}" "${tar}"
+    n=$((n + 1))
+  done < <(addonimages list)
+  if ((skipped > 0)); then
+    log "${n} add-on image(s) in containerd; ${skipped} not built yet (hack/node.sh images builds them)"
+  else
+    log "${n} add-on image(s) in containerd"
+  fi
 }
 
 write_kubelet_config() {
@@ -523,6 +544,7 @@ cmd_up() {
   write_containerd_config
   start_containerd
   import_pause_image
+  import_addon_images
   write_kubelet_config
   t=${SECONDS}
   start_kubelet
@@ -713,6 +735,17 @@ cmd_down() {
   fi
 }
 
+# cmd_images builds every add-on image that is not cached and imports each into the
+# running node's containerd.
+cmd_images() {
+  [[ $(id -u) == 0 ]] || die "needs root"
+  ctr --address "${SOCK}" version >/dev/null 2>&1 || die "the node's containerd is not running (hack/node.sh up)"
+  local t=${SECONDS}
+  import_addon_images build
+  log "add-on images built and imported in $((SECONDS - t))s:"
+  ctr_ images ls 2>/dev/null | awk 'NR == 1 || $1 !~ /^sha256:/ { printf "  %-60s %-10s %s\n", $1, $4" "$5, $3 }' >&2
+}
+
 cmd_status() {
   local name
   echo "node: ${NODE_NAME} ${NODE_IP} (state: ${NODE_DIR})"
@@ -839,7 +872,8 @@ case ${1:-} in
   down) shift; cmd_down "$@" ;;
   status) cmd_status ;;
   check) cmd_check ;;
+  images) cmd_images ;;
   smoke) cmd_smoke ;;
   -h|--help|help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' ;;
-  *) die "usage: $0 up|down [--purge]|status|check|smoke (see --help)" ;;
+  *) die "usage: $0 up|down [--purge]|status|check|images|smoke (see --help)" ;;
 esac
