@@ -33,7 +33,7 @@ func (b *builder) resolveDebs(names []string) ([]deb, error) {
 	for _, n := range names {
 		show, err := runCommand("/", nil, "apt-cache", "show", "--no-all-versions", n+":"+platform.Architecture)
 		if err != nil {
-			return nil, fmt.Errorf("Debian package %s (has `apt-get update` run?): %w", n, err)
+			return nil, fmt.Errorf("the Debian package %s (has `apt-get update` run?): %w", n, err)
 		}
 		d := deb{name: n}
 		for _, line := range strings.Split(show, "\n") {
@@ -45,7 +45,7 @@ func (b *builder) resolveDebs(names []string) ([]deb, error) {
 			}
 		}
 		if d.version == "" || d.arch == "" {
-			return nil, fmt.Errorf("Debian package %s: no candidate version (has `apt-get update` run?)", n)
+			return nil, fmt.Errorf("the Debian package %s: no candidate version (has `apt-get update` run?)", n)
 		}
 		out = append(out, d)
 	}
@@ -128,7 +128,6 @@ func debFiles(file string) ([]ociimage.File, error) {
 	return out, nil
 }
 
-
 // mergedUsr maps /bin, /sbin and /lib* into /usr, as on a merged-/usr system (Debian 12
 // and later), where those are links (usrMergeLinks).
 func mergedUsr(name string) string {
@@ -141,7 +140,7 @@ func mergedUsr(name string) string {
 }
 
 func usrMergeLinks() []ociimage.File {
-	var out []ociimage.File
+	out := make([]ociimage.File, 0, 8)
 	for _, d := range []string{"bin", "sbin", "lib", "lib64"} {
 		out = append(out, ociimage.File{Name: "/" + d, Symlink: "usr/" + d, Mode: 0o777},
 			ociimage.File{Name: "/usr/" + d, Mode: 0o755, Dir: true})
@@ -232,7 +231,7 @@ func checkLinked(files []ociimage.File) error {
 				continue
 			}
 			interp, _ := io.ReadAll(p.Open())
-			if _, ok := resolve(fs, strings.TrimRight(string(interp), "\x00")); !ok {
+			if !resolve(fs, strings.TrimRight(string(interp), "\x00")) {
 				problems = append(problems, fmt.Sprintf("%s: no interpreter %s", f.Name, interp))
 			}
 		}
@@ -240,7 +239,7 @@ func checkLinked(files []ociimage.File) error {
 		for _, lib := range libs {
 			found := false
 			for _, d := range []string{"/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib", "/lib"} {
-				if _, ok := resolve(fs, d+"/"+lib); ok {
+				if resolve(fs, d+"/"+lib) {
 					found = true
 					break
 				}
@@ -258,8 +257,9 @@ func checkLinked(files []ociimage.File) error {
 	return nil
 }
 
-// resolve follows symbolic links (of any path component) in fs to a regular file.
-func resolve(fs map[string]ociimage.File, name string) (ociimage.File, bool) {
+// resolve tells whether name leads to a regular file of fs, following symbolic links (of
+// any path component).
+func resolve(fs map[string]ociimage.File, name string) bool {
 	for hops := 0; hops < 40; hops++ {
 		parts := strings.Split(strings.TrimPrefix(path.Clean(name), "/"), "/")
 		cur, changed := "", false
@@ -267,7 +267,7 @@ func resolve(fs map[string]ociimage.File, name string) (ociimage.File, bool) {
 			cur += "/" + part
 			f, ok := fs[cur]
 			if !ok {
-				return ociimage.File{}, false
+				return false
 			}
 			if f.Symlink != "" {
 				target := f.Symlink
@@ -278,12 +278,12 @@ func resolve(fs map[string]ociimage.File, name string) (ociimage.File, bool) {
 				break
 			}
 			if i == len(parts)-1 {
-				return f, !f.Dir
+				return !f.Dir
 			}
 		}
 		if !changed {
-			return ociimage.File{}, false
+			return false
 		}
 	}
-	return ociimage.File{}, false
+	return false
 }

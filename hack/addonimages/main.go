@@ -154,20 +154,20 @@ func (b *builder) archive(r recipe) string { return filepath.Join(b.dir(r), "ima
 // key is a digest of everything image r is made of that can change between runs.
 func (b *builder) key(r recipe, debs []deb) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "revision %s\nref %s\nuser %s\nentrypoint %q\nworkdir %s\ncreated %d\nbase %t\nbusybox %t\n",
+	_, _ = fmt.Fprintf(h, "revision %s\nref %s\nuser %s\nentrypoint %q\nworkdir %s\ncreated %d\nbase %t\nbusybox %t\n",
 		recipeRevision, r.ref, r.user, r.entrypoint, r.workdir, b.created.Unix(), r.base, r.busybox)
 	for _, p := range r.goPrograms {
-		fmt.Fprintf(h, "go %s@%s %s -> %s %q\n", p.module, p.version, p.pkg, p.dest, p.ldflags)
+		_, _ = fmt.Fprintf(h, "go %s@%s %s -> %s %q\n", p.module, p.version, p.pkg, p.dest, p.ldflags)
 	}
 	for _, d := range debs {
-		fmt.Fprintf(h, "deb %s %s\n", d.name, d.version)
+		_, _ = fmt.Fprintf(h, "deb %s %s\n", d.name, d.version)
 	}
 	links := make([]string, 0, len(r.links))
 	for k, v := range r.links {
 		links = append(links, k+" -> "+v)
 	}
 	sort.Strings(links)
-	fmt.Fprintf(h, "links %q\ncapabilities %q\n", links, r.capabilities)
+	_, _ = fmt.Fprintf(h, "links %q\ncapabilities %q\n", links, r.capabilities)
 	return hex.EncodeToString(h.Sum(nil))
 }
 
@@ -187,44 +187,10 @@ func (b *builder) build(r recipe) error {
 	}
 	start := time.Now()
 	b.logf("%s: building", r.ref)
-	var layers []ociimage.Addendum
-	var rootFiles []ociimage.File
-	if r.base || len(debs) > 0 || r.files != nil {
-		if rootFiles, err = b.rootFS(r, debs); err != nil {
-			return err
-		}
-		l, err := ociimage.Layer(b.created, ociimage.Sorted(rootFiles))
-		if err != nil {
-			return err
-		}
-		by := "kaddons hack/addonimages: base (users, groups, CA certificates)"
-		if len(debs) > 0 {
-			names := make([]string, 0, len(debs))
-			for _, d := range debs {
-				names = append(names, d.name+"="+d.version)
-			}
-			by = "kaddons hack/addonimages: Debian packages " + strings.Join(names, " ")
-		}
-		layers = append(layers, ociimage.Addendum{Layer: l, CreatedBy: by})
-	}
-	programs, err := b.programs(r)
+	layers, err := b.layers(r, debs)
 	if err != nil {
 		return err
 	}
-	if err := checkLinked(append(rootFiles, programs...)); err != nil {
-		return err
-	}
-	l, err := ociimage.Layer(b.created, ociimage.Sorted(programs))
-	if err != nil {
-		return err
-	}
-	var names []string
-	for _, p := range programs {
-		if !p.Dir {
-			names = append(names, p.Name)
-		}
-	}
-	layers = append(layers, ociimage.Addendum{Layer: l, CreatedBy: "kaddons hack/addonimages: " + strings.Join(names, " ")})
 	cfg := v1.Config{
 		User:       r.user,
 		Entrypoint: r.entrypoint,
@@ -259,6 +225,50 @@ func (b *builder) build(r recipe) error {
 	b.logf("%s: built in %s (%s, %.1f MiB, manifest %s)", r.ref, time.Since(start).Round(time.Second),
 		b.archive(r), float64(info.Size())/(1<<20), digest)
 	return nil
+}
+
+// layers are the layers of r: the root file system (base files, Debian packages, r's own
+// files), if any, then the programs.
+func (b *builder) layers(r recipe, debs []deb) ([]ociimage.Addendum, error) {
+	var layers []ociimage.Addendum
+	var rootFiles []ociimage.File //nolint:prealloc // rootFS makes it, when the image has a root file system
+	if r.base || len(debs) > 0 || r.files != nil {
+		var err error
+		if rootFiles, err = b.rootFS(r, debs); err != nil {
+			return nil, err
+		}
+		l, err := ociimage.Layer(b.created, ociimage.Sorted(rootFiles))
+		if err != nil {
+			return nil, err
+		}
+		by := "kaddons hack/addonimages: base (users, groups, CA certificates)"
+		if len(debs) > 0 {
+			names := make([]string, 0, len(debs))
+			for _, d := range debs {
+				names = append(names, d.name+"="+d.version)
+			}
+			by = "kaddons hack/addonimages: Debian packages " + strings.Join(names, " ")
+		}
+		layers = append(layers, ociimage.Addendum{Layer: l, CreatedBy: by})
+	}
+	programs, err := b.programs(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkLinked(append(rootFiles, programs...)); err != nil {
+		return nil, err
+	}
+	l, err := ociimage.Layer(b.created, ociimage.Sorted(programs))
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(programs))
+	for _, p := range programs {
+		if !p.Dir {
+			names = append(names, p.Name)
+		}
+	}
+	return append(layers, ociimage.Addendum{Layer: l, CreatedBy: "kaddons hack/addonimages: " + strings.Join(names, " ")}), nil
 }
 
 // rootFS is the lower layer of r: the base files, the Debian packages and r's own files.
@@ -310,7 +320,7 @@ func baseFiles(certs []byte) []ociimage.File {
 		{Name: "/etc/nsswitch.conf", Mode: 0o644, Data: []byte("hosts: files dns\n")},
 		{Name: "/etc/ssl/certs/ca-certificates.crt", Mode: 0o644, Data: certs},
 		{Name: "/home/nonroot", Mode: 0o700, Dir: true, UID: 65532, GID: 65532},
-		{Name: "/root", Mode: 0o700, Dir: true},
+		{Name: rootHome, Mode: 0o700, Dir: true},
 		{Name: "/tmp", Mode: 0o1777, Dir: true},
 	}
 }

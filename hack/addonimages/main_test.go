@@ -51,7 +51,7 @@ func TestSelectRecipes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var refs []string
+	refs := make([]string, 0, len(got))
 	for _, r := range got {
 		refs = append(refs, r.ref)
 	}

@@ -47,6 +47,12 @@ type recipe struct {
 	workdir      string
 }
 
+// Paths of the images.
+const (
+	corednsPath = "/coredns"
+	rootHome    = "/root"
+)
+
 // capNetBindService is the security.capability value of `setcap cap_net_bind_service=+ep`:
 // VFS_CAP_REVISION_2 with the effective flag, then CAP_NET_BIND_SERVICE (bit 10) permitted.
 const capNetBindService = "\x01\x00\x00\x02\x00\x04\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
@@ -77,10 +83,10 @@ func coredns(version string) recipe {
 		note: "as upstream's Dockerfile: /coredns with cap_net_bind_service=+ep on a distroless-like base, user nonroot (65532)",
 		base: true,
 		goPrograms: []goProgram{{module: "github.com/coredns/coredns", version: version,
-			pkg: "github.com/coredns/coredns", dest: "/coredns",
+			pkg: "github.com/coredns/coredns", dest: corednsPath,
 			ldflags: "-s -w -X github.com/coredns/coredns/coremain.GitCommit=" + version}},
-		capabilities: map[string]string{"/coredns": capNetBindService},
-		user:         "65532:65532", entrypoint: []string{"/coredns"}, workdir: "/",
+		capabilities: map[string]string{corednsPath: capNetBindService},
+		user:         "65532:65532", entrypoint: []string{corednsPath}, workdir: "/",
 	}
 }
 
@@ -135,8 +141,9 @@ func kubeProxy(version string) recipe {
 func kubeRouter(version, cniVersion string) recipe {
 	const mod = "github.com/cloudnativelabs/kube-router/v2"
 	const cni = "github.com/containernetworking/plugins"
-	progs := []goProgram{{module: mod, version: version, pkg: mod + "/cmd/kube-router", dest: "/usr/local/bin/kube-router",
-		ldflags: "-s -w -X " + mod + "/pkg/version.Version=" + version + " -X " + mod + "/pkg/version.BuildDate=1970-01-01T00:00:00Z"}}
+	progs := make([]goProgram, 0, 5)
+	progs = append(progs, goProgram{module: mod, version: version, pkg: mod + "/cmd/kube-router", dest: "/usr/local/bin/kube-router",
+		ldflags: "-s -w -X " + mod + "/pkg/version.Version=" + version + " -X " + mod + "/pkg/version.BuildDate=1970-01-01T00:00:00Z"})
 	for _, p := range []string{"main/bridge", "ipam/host-local", "meta/portmap", "main/loopback"} {
 		progs = append(progs, goProgram{module: cni, version: cniVersion, pkg: cni + "/plugins/" + p,
 			dest:    "/usr/libexec/cni/" + filepath.Base(p),
@@ -166,11 +173,11 @@ func kubeRouter(version, cniVersion string) recipe {
 				{Name: "/usr/local/bin/cni-install", Mode: 0o755, Data: script},
 				{Name: "/etc/nsswitch.conf", Mode: 0o644, Data: []byte("hosts: files dns\n")},
 				{Name: "/var/lib/gobgp", Mode: 0o755, Dir: true},
-				{Name: "/root", Mode: 0o700, Dir: true},
+				{Name: rootHome, Mode: 0o700, Dir: true},
 				{Name: "/tmp", Mode: 0o1777, Dir: true},
 			}, nil
 		},
-		user: "0:0", entrypoint: []string{"/usr/local/bin/kube-router"}, workdir: "/root",
+		user: "0:0", entrypoint: []string{"/usr/local/bin/kube-router"}, workdir: rootHome,
 	}
 }
 

@@ -73,6 +73,18 @@ func TestImageLayersAndArchive(t *testing.T) {
 		t.Errorf("entries %q, want %q", names, want)
 	}
 
+}
+
+func TestWriteDockerArchive(t *testing.T) {
+	l, err := Layer(time.Unix(0, 0).UTC(), []File{{Name: "/x", Mode: 0o644, Data: []byte("x")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := Image(v1.Platform{OS: "linux", Architecture: "amd64"}, time.Unix(0, 0).UTC(), v1.Config{}, Addendum{Layer: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	out := filepath.Join(t.TempDir(), "a", "img.tar")
 	if err := WriteDockerArchive(out, "registry.k8s.io/x/y:v1", img); err != nil {
 		t.Fatal(err)
