@@ -412,10 +412,8 @@ import_image() {
   log "${ref}: imported in $((SECONDS - t))s"
 }
 
-import_pause_image() { import_image "${PAUSE_IMAGE}" "${PAUSE_TAR}"; }
-
-# import_addon_images imports the add-on images; with "build", it builds the missing ones
-# first, otherwise it imports those that are built.
+# import_addon_images imports the images of hack/addonimages (the pause image among them);
+# with "build", it builds the missing ones first, otherwise it imports those that are built.
 import_addon_images() {
   local ref tar n=0 skipped=0
   [[ ${1:-} == build ]] && addonimages build
@@ -428,9 +426,9 @@ import_addon_images() {
     n=$((n + 1))
   done < <(addonimages list)
   if ((skipped > 0)); then
-    log "${n} add-on image(s) in containerd; ${skipped} not built yet (hack/node.sh images builds them)"
+    log "${n} image(s) in containerd; ${skipped} not built yet (hack/node.sh images builds them)"
   else
-    log "${n} add-on image(s) in containerd"
+    log "${n} image(s) in containerd"
   fi
 }
 
@@ -543,7 +541,6 @@ cmd_up() {
   setup_cgroups
   write_containerd_config
   start_containerd
-  import_pause_image
   import_addon_images
   write_kubelet_config
   t=${SECONDS}
