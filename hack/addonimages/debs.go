@@ -26,25 +26,42 @@ func (d deb) file() string {
 	return fmt.Sprintf("%s_%s_%s.deb", d.name, strings.ReplaceAll(d.version, ":", "%3a"), d.arch)
 }
 
-// resolveDebs looks up the candidate version of each package (apt-cache; `apt-get update`
-// must have run).
+// resolveDebs looks up the candidate version of each package, in one apt-cache call
+// (`apt-get update` must have run).
 func (b *builder) resolveDebs(names []string) ([]deb, error) {
-	out := make([]deb, 0, len(names))
+	if len(names) == 0 {
+		return nil, nil
+	}
+	args := []string{"show", "--no-all-versions"}
 	for _, n := range names {
-		show, err := runCommand("/", nil, "apt-cache", "show", "--no-all-versions", n+":"+platform.Architecture)
-		if err != nil {
-			return nil, fmt.Errorf("the Debian package %s (has `apt-get update` run?): %w", n, err)
-		}
-		d := deb{name: n}
-		for _, line := range strings.Split(show, "\n") {
-			if v, ok := strings.CutPrefix(line, "Version: "); ok && d.version == "" {
+		args = append(args, n+":"+platform.Architecture)
+	}
+	show, err := runCommand("/", nil, "apt-cache", args...)
+	if err != nil {
+		return nil, fmt.Errorf("the Debian packages %s (has `apt-get update` run?): %w", strings.Join(names, " "), err)
+	}
+	found := map[string]deb{}
+	for _, record := range strings.Split(show, "\n\n") {
+		var d deb
+		for _, line := range strings.Split(record, "\n") {
+			if v, ok := strings.CutPrefix(line, "Package: "); ok {
+				d.name = v
+			}
+			if v, ok := strings.CutPrefix(line, "Version: "); ok {
 				d.version = v
 			}
-			if v, ok := strings.CutPrefix(line, "Architecture: "); ok && d.arch == "" {
+			if v, ok := strings.CutPrefix(line, "Architecture: "); ok {
 				d.arch = v
 			}
 		}
-		if d.version == "" || d.arch == "" {
+		if d.name != "" {
+			found[d.name] = d
+		}
+	}
+	out := make([]deb, 0, len(names))
+	for _, n := range names {
+		d, ok := found[n]
+		if !ok || d.version == "" || d.arch == "" {
 			return nil, fmt.Errorf("the Debian package %s: no candidate version (has `apt-get update` run?)", n)
 		}
 		out = append(out, d)
