@@ -237,6 +237,10 @@ func (b *builder) layers(r recipe, debs []deb) ([]ociimage.Addendum, error) {
 		if rootFiles, err = b.rootFS(r, debs); err != nil {
 			return nil, err
 		}
+		// Before compiling anything: the root file system alone must be complete.
+		if err := checkLinked(rootFiles); err != nil {
+			return nil, err
+		}
 		l, err := ociimage.Layer(b.created, ociimage.Sorted(rootFiles))
 		if err != nil {
 			return nil, err
