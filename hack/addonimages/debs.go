@@ -165,8 +165,9 @@ func usrMergeLinks() []ociimage.File {
 	return out
 }
 
-// skipped are documentation, manual pages, translations and glibc's character set
-// conversion modules (gconv): not needed to run. Copyright
+// skipped are documentation, manual pages, translations, glibc's character set
+// conversion modules (gconv) and tc's qdisc modules (q_atm needs libatm): not needed to
+// run. Copyright
 // files stay.
 func skipped(name string) bool {
 	if strings.HasPrefix(name, "/usr/share/doc/") {
@@ -174,7 +175,7 @@ func skipped(name string) bool {
 	}
 	for _, p := range []string{"/usr/share/man", "/usr/share/info", "/usr/share/locale", "/usr/share/lintian",
 		"/usr/share/bug", "/usr/share/bash-completion", "/usr/share/zsh", "/usr/share/gdb",
-		"/usr/lib/x86_64-linux-gnu/gconv"} {
+		"/usr/lib/x86_64-linux-gnu/gconv", "/usr/lib/x86_64-linux-gnu/tc"} {
 		if name == p || strings.HasPrefix(name, p+"/") {
 			return true
 		}
