@@ -151,13 +151,15 @@ func kubeRouter(version, cniVersion string) recipe {
 	}
 	debs := append(append([]string{}, netfilterDebs...),
 		"ipset", "libipset13", "bash", "libtinfo6", "busybox-static",
+		// cni-install runs install(1), which Debian's busybox lacks.
+		"coreutils", "libacl1", "libattr1", "libgmp10",
 		"iproute2", "libbpf1", "libelf1", "zlib1g", "libbsd0", "libmd0", "libcap2", "libdb5.3",
 		"libselinux1", "libpcre2-8-0", "libtirpc3", "libgssapi-krb5-2", "libkrb5-3", "libk5crypto3",
 		"libcom-err2", "libkrb5support0", "libkeyutils1", "libssl3")
 	return recipe{
 		name: "kube-router", version: version, ref: "docker.io/cloudnativelabs/kube-router:" + version,
 		note: "kube-router and the CNI plugins " + cniVersion + " (the version kube-router's Makefile downloads) in /usr/libexec/cni, as upstream's; " +
-			"iptables (nft back-end), ipset, conntrack, iproute2, bash and busybox from Debian packages instead of Alpine's; " +
+			"iptables (nft back-end), ipset, conntrack, iproute2, bash, coreutils and busybox from Debian packages instead of Alpine's; " +
 			"no gobgp CLI, ipvsadm or curl",
 		debs: debs, links: iptablesNft, busybox: true, goPrograms: progs,
 		files: func(b *builder) ([]ociimage.File, error) {
