@@ -740,7 +740,9 @@ cmd_images() {
   local t=${SECONDS}
   import_addon_images build
   log "add-on images built and imported in $((SECONDS - t))s:"
-  ctr_ images ls 2>/dev/null | awk 'NR == 1 || $1 !~ /^sha256:/ { printf "  %-60s %-10s %s\n", $1, $4" "$5, $3 }' >&2
+  # ctr's columns: REF TYPE DIGEST SIZE (two words) PLATFORMS LABELS.
+  ctr_ images ls 2>/dev/null | awk 'NR == 1 { printf "  %-54s %10s  %s\n", "REFERENCE", "SIZE", "MANIFEST" }
+    NR > 1 && $1 !~ /^sha256:/ { printf "  %-54s %10s  %s\n", $1, $4 " " $5, $3 }' >&2
 }
 
 cmd_status() {
