@@ -28,8 +28,9 @@
 #                               down (cluster included); prints the timings
 #
 # What up changes on the host, and down undoes: the bridge (KADDONS_NODE_BRIDGE) with the
-# node IP; the cgroup KADDONS_NODE_CGROUP_ROOT in every cgroup v1 hierarchy and the cgroups
-# runc creates under /sys/fs/cgroup/unified; the sysctls the kubelet sets
+# node IP; the cgroup KADDONS_NODE_CGROUP_ROOT in every cgroup v1 hierarchy, the cgroups
+# runc creates under /sys/fs/cgroup/unified and k8s.io, which `ctr run` (in containerd's
+# k8s.io namespace) creates in every hierarchy; the sysctls the kubelet sets
 # (vm.overcommit_memory, kernel.panic, kernel.panic_on_oops, ...) and that the bridge CNI
 # plugin sets (net.ipv4.ip_forward); /var/lib/kubelet/device-plugins, /var/log/containers,
 # /var/log/pods, /var/lib/cni and /run/containerd, which appear whatever the state folders
@@ -108,7 +109,10 @@ host_state() {
   ip -4 -o addr show | awk '{ print "addr " $2 " " $4 }'
   ip -4 route show table all 2>/dev/null | grep -v '^local\|^broadcast' | sed 's/^/route /'
   if command -v nft >/dev/null 2>&1; then nft list tables 2>/dev/null | sed 's/^/nft /'; fi
-  find /sys/fs/cgroup -mindepth 2 -maxdepth 4 -type d -printf 'cgroup %p\n' 2>/dev/null
+  # The top cgroups of each hierarchy: what the node adds (its cgroup root, runc's under
+  # unified, ctr's k8s.io) is there; deeper ones come and go with the machine's other
+  # processes.
+  find /sys/fs/cgroup -mindepth 2 -maxdepth 2 -type d -printf 'cgroup %p\n' 2>/dev/null
 } 2>/dev/null
 
 # take_snapshot records the host in file $1 unless it exists (a snapshot is kept until
@@ -576,7 +580,8 @@ remove_cgroups() {
   local h d
   for h in /sys/fs/cgroup/*/; do
     h=${h%/}
-    for d in "${h}${CGROUP_ROOT}" $( [[ -f ${BEFORE} && ${h##*/} == unified ]] && find "${h}" -mindepth 1 -maxdepth 1 -type d 2>/dev/null); do
+    # ${h}/k8s.io is where `ctr run` puts the tasks of containerd's k8s.io namespace.
+    for d in "${h}${CGROUP_ROOT}" $( [[ -f ${BEFORE} ]] && echo "${h}/k8s.io") $( [[ -f ${BEFORE} && ${h##*/} == unified ]] && find "${h}" -mindepth 1 -maxdepth 1 -type d 2>/dev/null); do
       [[ -d ${d} ]] || continue
       grep -qxF "cgroup ${d}" "${BEFORE}" 2>/dev/null && [[ ${d} != "${h}${CGROUP_ROOT}" ]] && continue
       find "${d}" -depth -type d -exec rmdir {} \; 2>/dev/null || true
