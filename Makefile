@@ -299,6 +299,10 @@ node-up: ## Join a REAL node (containerd, runc, a kubelet built from source) to 
 node-down: ## Stop the real node and undo its changes to the host, checked against a snapshot from before it (hack/node.sh down).
 	hack/node.sh down
 
+.PHONY: node-images
+node-images: ## Build the add-on images (CoreDNS, metrics-server, kube-proxy, kube-router, pause) from the Go module proxy and Debian packages and import them into the real node's containerd (hack/node.sh images).
+	hack/node.sh images
+
 .PHONY: node-smoke
 node-smoke: ## Smoke-check a real node: a cluster of its own, the node, a temporary bridge CNI config, a pause Pod Running on it; then everything torn down and the host checked.
 	hack/toolchain.sh build

@@ -17,13 +17,20 @@
 #                               that `up` installed
 #   hack/node.sh status         processes, the node's conditions
 #   hack/node.sh check          compare the host with the snapshot taken before `up`
+#   hack/node.sh images         build the add-on images that are not cached (CoreDNS,
+#                               metrics-server, kube-proxy, kube-router: hack/addonimages,
+#                               from the Go module proxy and Debian packages; nothing is
+#                               pulled) and import each into the node's containerd under the
+#                               exact reference its package names; `up` imports those
+#                               already built
 #   hack/node.sh smoke          a temporary bridge+host-local CNI config, a pause Pod that
 #                               must become Running on the node, then everything torn
 #                               down (cluster included); prints the timings
 #
 # What up changes on the host, and down undoes: the bridge (KADDONS_NODE_BRIDGE) with the
-# node IP; the cgroup KADDONS_NODE_CGROUP_ROOT in every cgroup v1 hierarchy and the cgroups
-# runc creates under /sys/fs/cgroup/unified; the sysctls the kubelet sets
+# node IP; the cgroup KADDONS_NODE_CGROUP_ROOT in every cgroup v1 hierarchy, the cgroups
+# runc creates under /sys/fs/cgroup/unified and k8s.io, which `ctr run` (in containerd's
+# k8s.io namespace) creates in every hierarchy; the sysctls the kubelet sets
 # (vm.overcommit_memory, kernel.panic, kernel.panic_on_oops, ...) and that the bridge CNI
 # plugin sets (net.ipv4.ip_forward); /var/lib/kubelet/device-plugins, /var/log/containers,
 # /var/log/pods, /var/lib/cni and /run/containerd, which appear whatever the state folders
@@ -102,7 +109,10 @@ host_state() {
   ip -4 -o addr show | awk '{ print "addr " $2 " " $4 }'
   ip -4 route show table all 2>/dev/null | grep -v '^local\|^broadcast' | sed 's/^/route /'
   if command -v nft >/dev/null 2>&1; then nft list tables 2>/dev/null | sed 's/^/nft /'; fi
-  find /sys/fs/cgroup -mindepth 2 -maxdepth 4 -type d -printf 'cgroup %p\n' 2>/dev/null
+  # The top cgroups of each hierarchy: what the node adds (its cgroup root, runc's under
+  # unified, ctr's k8s.io) is there; deeper ones come and go with the machine's other
+  # processes.
+  find /sys/fs/cgroup -mindepth 2 -maxdepth 2 -type d -printf 'cgroup %p\n' 2>/dev/null
 } 2>/dev/null
 
 # take_snapshot records the host in file $1 unless it exists (a snapshot is kept until
@@ -155,17 +165,6 @@ ensure_packages() {
   log "installed $(wc -l <"${INSTALLED}") package(s): $(tr '\n' ' ' <"${INSTALLED}")"
 }
 
-# kube_module_dir prints where the module cache holds k8s.io/kubernetes.
-kube_module_dir() {
-  (cd "${ROOT}/hack/tools/kube" && go mod download k8s.io/kubernetes && go list -m -f '{{.Dir}}' k8s.io/kubernetes)
-}
-
-# pause_version prints the pause image tag of the pinned Kubernetes (build/pause/Makefile;
-# kubeadm's constants.PauseVersion names the same).
-pause_version() {
-  sed -n 's/^TAG ?= *//p' "$(kube_module_dir)/build/pause/Makefile"
-}
-
 # ensure_binaries builds the kubelet (cached) and sets KUBELET and KUBECTL.
 ensure_binaries() {
   local dir
@@ -178,22 +177,15 @@ ensure_binaries() {
   KUBECTL=${dir}/kubectl
 }
 
-# ensure_pause_image compiles Kubernetes' pause.c statically and wraps it into an image
-# archive with hack/pauseimage, both cached; sets PAUSE_IMAGE and PAUSE_TAR.
+# addonimages runs hack/addonimages (the add-on images: see its documentation).
+addonimages() { (cd "${ROOT}" && go run ./hack/addonimages "$@"); }
+
+# ensure_pause_image builds the pause image (Kubernetes' pause.c, static, by
+# hack/addonimages; cached) and sets PAUSE_IMAGE and PAUSE_TAR.
 ensure_pause_image() {
-  local version src
-  version=$(pause_version)
-  [[ -n ${version} ]] || die "no pause version in k8s.io/kubernetes's build/pause/Makefile"
-  PAUSE_IMAGE=registry.k8s.io/pause:${version}
-  PAUSE_TAR=${CACHE}/pause-${version}.tar
-  [[ -f ${PAUSE_TAR} ]] && return 0
-  mkdir -p "${CACHE}"
-  src=$(kube_module_dir)/build/pause/linux/pause.c
-  log "compiling ${src##*/kubernetes@} statically (gcc) and building ${PAUSE_IMAGE}"
-  # As build/pause/Makefile: -Os -static, then stripped.
-  gcc -Os -Wall -Werror -static -DVERSION="v${version}-kaddons" -o "${CACHE}/pause-${version}" "${src}"
-  strip "${CACHE}/pause-${version}"
-  (cd "${ROOT}" && go run ./hack/pauseimage -binary "${CACHE}/pause-${version}" -ref "${PAUSE_IMAGE}" -out "${PAUSE_TAR}")
+  addonimages build pause
+  read -r PAUSE_IMAGE PAUSE_TAR < <(addonimages list pause)
+  [[ -n ${PAUSE_IMAGE} && -f ${PAUSE_TAR} ]] || die "hack/addonimages built no pause image"
 }
 
 # ---------------------------------------------------------------------------------------
@@ -404,13 +396,44 @@ start_containerd() {
   done
 }
 
-import_pause_image() {
-  if ctr_ images ls -q | grep -xF "${PAUSE_IMAGE}" >/dev/null; then
+# import_image imports docker archive $2 as image $1 into containerd's k8s.io namespace,
+# unless it is there already from the same archive (its key, hack/addonimages's record of
+# what the image is made of, is remembered beside containerd's state).
+import_image() {
+  local ref=$1 tar=$2 key stamp t
+  key=$(cat "${tar%/*}/key" 2>/dev/null || sha256sum "${tar}" | cut -d' ' -f1)
+  stamp=${CONTAINERD_DIR}/imported/$(printf '%s' "${ref}" | tr '/:' '__')
+  if [[ $(cat "${stamp}" 2>/dev/null) == "${key}" ]] && ctr_ images ls -q | grep -xF "${ref}" >/dev/null; then
+    log "${ref}: already imported"
     return 0
   fi
-  log "importing ${PAUSE_IMAGE} into containerd (namespace k8s.io)"
-  ctr_ images import "${PAUSE_TAR}" >/dev/null
-  ctr_ images ls -q | grep -xF "${PAUSE_IMAGE}" >/dev/null || die "containerd does not list ${PAUSE_IMAGE} after the import"
+  t=${SECONDS}
+  log "${ref}: importing ${tar} ($(du -m "${tar}" | cut -f1) MiB)"
+  ctr_ images import "${tar}" >/dev/null
+  ctr_ images ls -q | grep -xF "${ref}" >/dev/null || die "containerd does not list ${ref} after the import"
+  mkdir -p "${stamp%/*}"
+  echo "${key}" >"${stamp}"
+  log "${ref}: imported in $((SECONDS - t))s"
+}
+
+# import_addon_images imports the images of hack/addonimages (the pause image among them);
+# with "build", it builds the missing ones first, otherwise it imports those that are built.
+import_addon_images() {
+  local ref tar n=0 skipped=0
+  [[ ${1:-} == build ]] && addonimages build
+  while read -r ref tar; do
+    if [[ ! -f ${tar} ]]; then
+      skipped=$((skipped + 1))
+      continue
+    fi
+    import_image "${ref}" "${tar}"
+    n=$((n + 1))
+  done < <(addonimages list)
+  if ((skipped > 0)); then
+    log "${n} image(s) in containerd; ${skipped} not built yet (hack/node.sh images builds them)"
+  else
+    log "${n} image(s) in containerd"
+  fi
 }
 
 write_kubelet_config() {
@@ -522,7 +545,7 @@ cmd_up() {
   setup_cgroups
   write_containerd_config
   start_containerd
-  import_pause_image
+  import_addon_images
   write_kubelet_config
   t=${SECONDS}
   start_kubelet
@@ -557,7 +580,8 @@ remove_cgroups() {
   local h d
   for h in /sys/fs/cgroup/*/; do
     h=${h%/}
-    for d in "${h}${CGROUP_ROOT}" $( [[ -f ${BEFORE} && ${h##*/} == unified ]] && find "${h}" -mindepth 1 -maxdepth 1 -type d 2>/dev/null); do
+    # ${h}/k8s.io is where `ctr run` puts the tasks of containerd's k8s.io namespace.
+    for d in "${h}${CGROUP_ROOT}" $( [[ -f ${BEFORE} ]] && echo "${h}/k8s.io") $( [[ -f ${BEFORE} && ${h##*/} == unified ]] && find "${h}" -mindepth 1 -maxdepth 1 -type d 2>/dev/null); do
       [[ -d ${d} ]] || continue
       grep -qxF "cgroup ${d}" "${BEFORE}" 2>/dev/null && [[ ${d} != "${h}${CGROUP_ROOT}" ]] && continue
       find "${d}" -depth -type d -exec rmdir {} \; 2>/dev/null || true
@@ -713,6 +737,19 @@ cmd_down() {
   fi
 }
 
+# cmd_images builds every add-on image that is not cached and imports each into the
+# running node's containerd.
+cmd_images() {
+  [[ $(id -u) == 0 ]] || die "needs root"
+  ctr --address "${SOCK}" version >/dev/null 2>&1 || die "the node's containerd is not running (hack/node.sh up)"
+  local t=${SECONDS}
+  import_addon_images build
+  log "add-on images built and imported in $((SECONDS - t))s:"
+  # ctr's columns: REF TYPE DIGEST SIZE (two words) PLATFORMS LABELS.
+  ctr_ images ls 2>/dev/null | awk 'NR == 1 { printf "  %-54s %10s  %s\n", "REFERENCE", "SIZE", "MANIFEST" }
+    NR > 1 && $1 !~ /^sha256:/ { printf "  %-54s %10s  %s\n", $1, $4 " " $5, $3 }' >&2
+}
+
 cmd_status() {
   local name
   echo "node: ${NODE_NAME} ${NODE_IP} (state: ${NODE_DIR})"
@@ -839,7 +876,8 @@ case ${1:-} in
   down) shift; cmd_down "$@" ;;
   status) cmd_status ;;
   check) cmd_check ;;
+  images) cmd_images ;;
   smoke) cmd_smoke ;;
   -h|--help|help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' ;;
-  *) die "usage: $0 up|down [--purge]|status|check|smoke (see --help)" ;;
+  *) die "usage: $0 up|down [--purge]|status|check|images|smoke (see --help)" ;;
 esac

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"archive/tar"
-	"bytes"
 	"debug/buildinfo"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path"
 	"sort"
@@ -18,8 +15,9 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/kaddons/kaddons/hack/internal/ociimage"
 )
 
 // The image's user: the "nonroot" user of distroless, which config/manager also names.
@@ -60,15 +58,6 @@ type platformImage struct {
 	image    v1.Image
 }
 
-// file is one entry of a layer.
-type file struct {
-	name     string // absolute path in the image
-	mode     int64
-	uid, gid int
-	dir      bool
-	data     []byte
-}
-
 // newImage assembles the image of platform p: a base layer (users, groups, CA
 // certificates, home and /tmp) and a layer with the manager and its SBOM.
 func newImage(p v1.Platform, binary string, certs []byte, m metadata) (v1.Image, error) {
@@ -80,42 +69,47 @@ func newImage(p v1.Platform, binary string, certs []byte, m metadata) (v1.Image,
 	if err != nil {
 		return nil, fmt.Errorf("writing the SBOM: %w", err)
 	}
-	base, err := layer(m.created, []file{
-		{name: "/etc", mode: 0o755, dir: true},
-		{name: "/etc/passwd", mode: 0o644, data: []byte(
+	base, err := ociimage.Layer(m.created, []ociimage.File{
+		{Name: "/etc", Mode: 0o755, Dir: true},
+		{Name: "/etc/passwd", Mode: 0o644, Data: []byte(
 			"root:x:0:0:root:/root:/sbin/nologin\n" +
 				fmt.Sprintf("nonroot:x:%d:%d:nonroot:/home/nonroot:/sbin/nologin\n", uid, gid))},
-		{name: "/etc/group", mode: 0o644, data: []byte("root:x:0:\n" + fmt.Sprintf("nonroot:x:%d:\n", gid))},
-		{name: "/etc/nsswitch.conf", mode: 0o644, data: []byte("hosts: files dns\n")},
-		{name: "/etc/ssl", mode: 0o755, dir: true},
-		{name: "/etc/ssl/certs", mode: 0o755, dir: true},
-		{name: caPath, mode: 0o644, data: certs},
-		{name: "/home", mode: 0o755, dir: true},
-		{name: "/home/nonroot", mode: 0o700, dir: true, uid: uid, gid: gid},
-		{name: "/root", mode: 0o700, dir: true},
-		{name: "/tmp", mode: 0o1777, dir: true},
+		{Name: "/etc/group", Mode: 0o644, Data: []byte("root:x:0:\n" + fmt.Sprintf("nonroot:x:%d:\n", gid))},
+		{Name: "/etc/nsswitch.conf", Mode: 0o644, Data: []byte("hosts: files dns\n")},
+		{Name: "/etc/ssl", Mode: 0o755, Dir: true},
+		{Name: "/etc/ssl/certs", Mode: 0o755, Dir: true},
+		{Name: caPath, Mode: 0o644, Data: certs},
+		{Name: "/home", Mode: 0o755, Dir: true},
+		{Name: "/home/nonroot", Mode: 0o700, Dir: true, UID: uid, GID: gid},
+		{Name: "/root", Mode: 0o700, Dir: true},
+		{Name: "/tmp", Mode: 0o1777, Dir: true},
 	})
 	if err != nil {
 		return nil, err
 	}
-	app, err := layer(m.created, []file{
-		{name: managerPath, mode: 0o755, data: manager},
-		{name: "/usr", mode: 0o755, dir: true},
-		{name: "/usr/share", mode: 0o755, dir: true},
-		{name: path.Dir(sbomPath), mode: 0o755, dir: true},
-		{name: sbomPath, mode: 0o644, data: sbom},
+	app, err := ociimage.Layer(m.created, []ociimage.File{
+		{Name: managerPath, Mode: 0o755, Data: manager},
+		{Name: "/usr", Mode: 0o755, Dir: true},
+		{Name: "/usr/share", Mode: 0o755, Dir: true},
+		{Name: path.Dir(sbomPath), Mode: 0o755, Dir: true},
+		{Name: sbomPath, Mode: 0o644, Data: sbom},
 	})
 	if err != nil {
 		return nil, err
 	}
 
-	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
-	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
-	img, err = mutate.Append(img,
-		mutate.Addendum{Layer: base, MediaType: types.OCILayer, History: v1.History{
-			Created: v1.Time{Time: m.created}, CreatedBy: "kaddons hack/image: users, groups, CA certificates", Comment: "base"}},
-		mutate.Addendum{Layer: app, MediaType: types.OCILayer, History: v1.History{
-			Created: v1.Time{Time: m.created}, CreatedBy: "kaddons hack/image: " + managerPath + " and its SBOM"}},
+	img, err := ociimage.Image(p, m.created, v1.Config{
+		User:       fmt.Sprintf("%d:%d", uid, gid),
+		Entrypoint: []string{managerPath},
+		WorkingDir: "/",
+		Env: []string{
+			"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+			"SSL_CERT_FILE=" + caPath,
+		},
+		Labels: m.labels(),
+	},
+		ociimage.Addendum{Layer: base, CreatedBy: "kaddons hack/image: users, groups, CA certificates", Comment: "base"},
+		ociimage.Addendum{Layer: app, CreatedBy: "kaddons hack/image: " + managerPath + " and its SBOM"},
 	)
 	if err != nil {
 		return nil, err
@@ -125,19 +119,7 @@ func newImage(p v1.Platform, binary string, certs []byte, m metadata) (v1.Image,
 		return nil, err
 	}
 	cfg = cfg.DeepCopy()
-	cfg.Created = v1.Time{Time: m.created}
-	cfg.OS, cfg.Architecture, cfg.Variant = p.OS, p.Architecture, p.Variant
 	cfg.Author = m.source
-	cfg.Config = v1.Config{
-		User:       fmt.Sprintf("%d:%d", uid, gid),
-		Entrypoint: []string{managerPath},
-		WorkingDir: "/",
-		Env: []string{
-			"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-			"SSL_CERT_FILE=" + caPath,
-		},
-		Labels: m.labels(),
-	}
 	// The labels stay in the config: ggcr's annotated image wrapper reports layer
 	// descriptors that differ from its own raw manifest. The index carries them as
 	// annotations.
@@ -155,41 +137,6 @@ func newIndex(images []platformImage, m metadata) v1.ImageIndex {
 	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	idx = mutate.AppendManifests(idx, adds...)
 	return mutate.Annotations(idx, m.labels()).(v1.ImageIndex)
-}
-
-// layer builds an uncompressed tar of files, every entry stamped with created, and wraps
-// it as a gzip-compressed OCI layer.
-func layer(created time.Time, files []file) (v1.Layer, error) {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, f := range files {
-		h := &tar.Header{
-			Name:    strings.TrimPrefix(f.name, "/"),
-			Mode:    f.mode,
-			Uid:     f.uid,
-			Gid:     f.gid,
-			ModTime: created,
-			Format:  tar.FormatPAX,
-		}
-		if f.dir {
-			h.Typeflag, h.Name = tar.TypeDir, h.Name+"/"
-		} else {
-			h.Typeflag, h.Size = tar.TypeReg, int64(len(f.data))
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			return nil, err
-		}
-		if _, err := tw.Write(f.data); err != nil {
-			return nil, err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	data := buf.Bytes()
-	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(data)), nil
-	}, tarball.WithMediaType(types.OCILayer), tarball.WithCompressedCaching)
 }
 
 // spdx is the part of an SPDX 2.3 JSON document the SBOM uses.

@@ -23,7 +23,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -33,6 +32,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/kaddons/kaddons/hack/internal/ociimage"
 )
 
 // options are the command line.
@@ -60,7 +61,7 @@ func main() {
 	flag.StringVar(&o.source, "source", "https://github.com/kaddons/kaddons", "The source repository URL (label org.opencontainers.image.source).")
 	flag.StringVar(&o.caCerts, "ca-certificates", "/etc/ssl/certs/ca-certificates.crt", "The CA bundle to install as /etc/ssl/certs/ca-certificates.crt.")
 	flag.Parse()
-	epoch, err := sourceDateEpoch()
+	epoch, err := ociimage.SourceDateEpoch()
 	if err != nil {
 		fail(err)
 	}
@@ -76,20 +77,6 @@ func main() {
 func fail(err error) {
 	fmt.Fprintf(os.Stderr, "image: %v\n", err)
 	os.Exit(1)
-}
-
-// sourceDateEpoch reads SOURCE_DATE_EPOCH (seconds since 1970), the reproducible-builds
-// convention for timestamps.
-func sourceDateEpoch() (time.Time, error) {
-	s := os.Getenv("SOURCE_DATE_EPOCH")
-	if s == "" {
-		return time.Unix(0, 0).UTC(), nil
-	}
-	sec, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("SOURCE_DATE_EPOCH=%q is not a number of seconds", s)
-	}
-	return time.Unix(sec, 0).UTC(), nil
 }
 
 func run(ctx context.Context, o options) error {
