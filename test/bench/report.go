@@ -77,6 +77,12 @@ type reportData struct {
 	Growth                  [][]string
 	OCI                     [][]string
 	Failures, Skipped       []string
+	// SideBySide compares the kaddons build with the -baseline-manager build; Baseline
+	// names the latter's binary.
+	SideBySide [][]string
+	Baseline   string
+	// Profiles are the CPU profiles of the create phase, with -profile.
+	Profiles []profileBlock
 	// ColdStart has one line per size: each operator's cold start.
 	ColdStart []string
 }
@@ -147,6 +153,9 @@ func (res *results) data(targets []string) reportData {
 	d.ColdStart = res.coldStartLines()
 	d.Growth = res.growthRows()
 	d.OCI = res.ociRows()
+	d.SideBySide = res.sideBySideRows()
+	d.Baseline = res.options.baselineManager
+	d.Profiles = res.profileBlocks()
 	d.Render = [][]string{{"Render path", "ns/op", "allocs/op", "B/op"}}
 	for _, r := range res.render {
 		d.Render = append(d.Render, []string{r.name, fmt.Sprint(r.nsPerOp), fmt.Sprint(r.allocsPerOp), fmt.Sprint(r.bytesPerOp)})
@@ -577,6 +586,18 @@ func commandLine(o options) string {
 	}
 	if len(o.kaddonsFlags) > 0 {
 		s += fmt.Sprintf(" -kaddons-flags %q", strings.Join(o.kaddonsFlags, " "))
+	}
+	if o.baselineManager != "" {
+		s += fmt.Sprintf(" -baseline-manager %s -baseline-label %q", o.baselineManager, o.baselineLabel)
+	}
+	if o.profile {
+		s += " -profile"
+	}
+	notBaseline := func(names []string) []string {
+		return slices.DeleteFunc(slices.Clone(names), func(name string) bool { return name == implKaddonsBaseline })
+	}
+	if named := notBaseline(o.impls); !slices.Equal(named, notBaseline(implNames())) {
+		s += " -impl " + strings.Join(named, ",")
 	}
 	switch {
 	case o.onlyOCI:
