@@ -63,3 +63,13 @@ Showing nodes accounting for 2.14s, 50.35% of 4.25s total
 		"0.17s 4.00% 10.12% 0.27s 6.35% runtime.tryDeferToSpanScan",
 	}))
 }
+
+func TestOwnEntries(t *testing.T) {
+	entries := []string{
+		"0 0% 0% 1.25s 25.61% sigs.k8s.io/controller-runtime/pkg/internal/controller.(*Controller).reconcileHandler",
+		"0 0% 0% 1.21s 25.31% github.com/kaddons/kaddons/internal/engine.(*Reconciler).Reconcile",
+		"0.02s 0.41% 2.66% 0.59s 12.09% github.com/kaddons/kaddons/internal/engine/ssa.(*Manager).Apply",
+		"0.01s 0.2% 2.8% 0.5s 10% github.com/kaddons/kaddons/internal/engine.render",
+	}
+	NewWithT(t).Expect(ownEntries(entries, 2)).To(Equal(entries[1:3]))
+}

@@ -99,22 +99,31 @@ func (pr *profiler) finish(ctx context.Context) (cpuProfile, error) {
 	for _, f := range pr.files {
 		_ = os.Remove(f)
 	}
-	var err error
-	if p.flat, err = profileTop(ctx, p.path); err != nil {
+	flat, err := goPprof(ctx, "-top", "-nodecount", fmt.Sprint(profileTopEntries), p.path)
+	if err != nil {
 		return p, err
 	}
-	p.cum, err = profileTop(ctx, p.path, "-cum", "-show", strings.ReplaceAll(kaddonsModule, ".", `\.`))
-	return p, err
+	p.flat = topEntries(flat)
+	// Every node, then the manager's own: pprof's -show would hide the others and add
+	// their time to the flat time of the manager's functions that call them.
+	cum, err := goPprof(ctx, "-top", "-cum", "-nodecount", "100000", p.path)
+	if err != nil {
+		return p, err
+	}
+	p.cum = ownEntries(topEntries(cum), profileTopEntries)
+	return p, nil
 }
 
-// profileTop returns the first profileTopEntries lines of `go tool pprof -top` of path.
-func profileTop(ctx context.Context, path string, args ...string) ([]string, error) {
-	args = append([]string{"-top", "-nodecount", fmt.Sprint(profileTopEntries)}, args...)
-	out, err := goPprof(ctx, append(args, path)...)
-	if err != nil {
-		return nil, err
+// ownEntries returns the first n entries of a top list that are functions of the
+// manager's own code.
+func ownEntries(entries []string, n int) []string {
+	var own []string
+	for _, e := range entries {
+		if fields := strings.Fields(e); len(fields) > 5 && strings.HasPrefix(fields[5], kaddonsModule) && len(own) < n {
+			own = append(own, e)
+		}
 	}
-	return topEntries(out), nil
+	return own
 }
 
 // topEntries returns the entry lines of `go tool pprof -top` output: those after the
