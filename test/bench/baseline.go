@@ -65,7 +65,7 @@ func kaddonsOrder(builds []string, round int) []string {
 // operator's CPU per add-on against the baseline's.
 func (res *results) sideBySideRows() [][]string {
 	rows := [][]string{{"N", "Manager", colApplied, "Requests / add-on", "No-op requests",
-		"CPU ms / add-on: API server / etcd / operator / bench (all)", "Operator CPU vs baseline", "RSS", "Live Go heap"}}
+		colCPU, "Operator CPU vs baseline", colRSS, "Live Go heap"}}
 	for _, n := range res.options.sizes {
 		base, okBase := res.find(implKaddonsBaseline, n, 0)
 		k, okK := res.find(implKaddons, n, 0)

@@ -38,17 +38,17 @@ type options struct {
 	role string
 
 	// Bench role.
-	sizes            []int
-	unrelated        int
-	impls            []string
-	out              string
-	repo             string
-	manager          string
+	sizes     []int
+	unrelated int
+	impls     []string
+	out       string
+	repo      string
+	manager   string
 	// baselineManager, when set, is a second kaddons manager binary measured beside
 	// manager in the same rounds (-baseline-manager), labelled baselineLabel.
 	baselineManager, baselineLabel string
 	// profile: capture a CPU profile of every kaddons manager during its create phase.
-	profile bool
+	profile          bool
 	kaddonsFlags     []string
 	quiet            time.Duration
 	timeout          time.Duration

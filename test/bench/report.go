@@ -55,6 +55,8 @@ const (
 	colApplied    = "Applied after"
 	colReconciles = "Reconciles"
 	colEtcdWrites = "etcd writes"
+	colRSS        = "RSS"
+	colCPU        = "CPU ms / add-on: API server / etcd / operator / bench (all)"
 	colWritten    = "What was written (Events apart)"
 )
 
@@ -141,12 +143,12 @@ func (res *results) data(targets []string) reportData {
 	}
 	d.Create = [][]string{{colOperator, "N", colApplied, "Created after", "Per add-on p50 / p99", "Requests / add-on",
 		"Writes / add-on (events)", "API server: requests / writes per add-on", "etcd writes / add-on",
-		"CPU ms / add-on: API server / etcd / operator / bench (all)"}}
+		colCPU}}
 	d.NoOp = [][]string{{colOperator, "N", colReconciles, "Requests", "Writes", "Requests / reconcile", colEtcdWrites, colWritten}}
 	d.Restart = [][]string{{colOperator, "N", "Cold start: N reconciles", "Cold start: every add-on", colReconciles, "Discovery + lists", "Watches",
 		"Reconcile requests", "Writes", "Reconcile requests / add-on", colEtcdWrites, colWritten}}
 	d.Drift = [][]string{{colOperator, "N", "Corrected after", "Requests", "Writes (Events apart)", "Event writes", colEtcdWrites, colWritten}}
-	d.Memory = [][]string{{colOperator, "N", "Unrelated objects", "RSS", "Peak RSS", "Go heap in use", "GOMEMLIMIT (runtime)", "Goroutines", "Watch streams"}}
+	d.Memory = [][]string{{colOperator, "N", "Unrelated objects", colRSS, "Peak RSS", "Go heap in use", "GOMEMLIMIT (runtime)", "Goroutines", "Watch streams"}}
 	for _, r := range res.runs {
 		res.addRows(&d, r)
 	}
@@ -466,7 +468,7 @@ func (res *results) growthOf(r run) growth {
 // add-on, the RSS and live Go heap per add-on above N=1, and time per add-on against N=50.
 func (res *results) growthRows() [][]string {
 	rows := [][]string{{colOperator, "N", colApplied, "Applied time / add-on", fmt.Sprintf("vs N=%d", growthRatioN),
-		"RSS", "RSS / add-on above N=1", "Live Go heap / add-on above N=1"}}
+		colRSS, "RSS / add-on above N=1", "Live Go heap / add-on above N=1"}}
 	for _, im := range impls {
 		ref, hasRef := res.find(im.name, growthRatioN, 0)
 		for _, r := range res.runs {
