@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"testing"
 	"time"
 
@@ -72,4 +73,29 @@ func TestOwnEntries(t *testing.T) {
 		"0.01s 0.2% 2.8% 0.5s 10% github.com/kaddons/kaddons/internal/engine.render",
 	}
 	NewWithT(t).Expect(ownEntries(entries, 2)).To(Equal(entries[1:3]))
+}
+
+func TestReportRendersTheSideBySideTableAndProfiles(t *testing.T) {
+	g := NewWithT(t)
+	base, _ := implByName(implKaddons)
+	base.name, base.label = implKaddonsBaseline, "kaddons at old"
+	k, _ := implByName(implKaddons)
+	mk := func(im impl) run {
+		r := run{impl: im, n: 10, full: true}
+		r.create.wall = time.Second
+		r.createServer.cpu.operator = time.Second
+		r.profile = cpuProfile{path: "p", flat: []string{"1s 50% 50% 1s 50% runtime.mallocgc"}}
+		return r
+	}
+	dir := t.TempDir()
+	res := &results{started: time.Now(), options: options{sizes: []int{10}, impls: []string{implKaddons},
+		baselineManager: "/tmp/old", baselineLabel: "kaddons at old", profile: true, out: dir + "/report.md", repo: dir},
+		runs: []run{mk(base), mk(k)}}
+	g.Expect(res.write(res.options)).To(Succeed())
+	report, err := os.ReadFile(dir + "/report.md")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(report)).To(ContainSubstring("### Side by side with a baseline build"))
+	g.Expect(string(report)).To(ContainSubstring("| 10 | kaddons at old |"))
+	g.Expect(string(report)).To(ContainSubstring("### CPU profile: kaddons, N=10, create phase"))
+	g.Expect(string(report)).To(ContainSubstring("runtime.mallocgc"))
 }
