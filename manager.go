@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
@@ -17,6 +18,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -84,6 +86,15 @@ func newManager(f flags, m config.Manager, namespace string) (ctrl.Manager, *ssa
 		LeaderElectionReleaseOnCancel: false,
 		Cache:                         cacheOptions,
 		Client:                        client.Options{Cache: &client.CacheOptions{Unstructured: true}},
+		// The client, the cache and the engine share one mapper that remembers what it
+		// answered: every apply asks it for the child's resource and scope.
+		MapperProvider: func(c *rest.Config, httpClient *http.Client) (meta.RESTMapper, error) {
+			mapper, err := apiutil.NewDynamicRESTMapper(c, httpClient)
+			if err != nil {
+				return nil, err
+			}
+			return engine.MemoizedMapper(mapper), nil
+		},
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating the manager: %w", err)

@@ -169,6 +169,9 @@ type Reconciler struct {
 	manager *ssa.Manager
 	// impersonator builds the clients of add-ons applied as a ServiceAccount.
 	impersonator *Impersonator
+	// targets are the keys the DependencyField index has held, once SetupWithManager
+	// registered it.
+	targets *dependencyTargets
 }
 
 // New builds the reconciler of def on mgr's clients without registering any watch, so

@@ -193,14 +193,20 @@ func checkHealth(ctx context.Context, reader client.Reader, refs []addonsv1alpha
 
 // readChild reads ref for checkHealth: a kind without status (newStatusless) as its Go
 // type, straight from the cache without a copy, since only its metadata is looked at;
-// any other kind unstructured, for kstatus.
+// any other kind unstructured, for kstatus. A kind the scheme knows is read without a
+// copy as well: typedReads converts the cached Go object into new maps, which is all the
+// copy there is, rather than copying the object first and converting the copy.
 func readChild(ctx context.Context, reader client.Reader, ref addonsv1alpha1.ObjectReference) (client.Object, error) {
 	key := types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}
-	if typed, ok := newStatusless(ref.GroupVersionKind()); ok {
+	typed, statusless := newStatusless(ref.GroupVersionKind())
+	if statusless {
 		return typed, reader.Get(ctx, key, typed, client.UnsafeDisableDeepCopy)
 	}
 	live := &unstructured.Unstructured{}
 	live.SetGroupVersionKind(ref.GroupVersionKind())
+	if typed != nil {
+		return live, reader.Get(ctx, key, live, client.UnsafeDisableDeepCopy)
+	}
 	return live, reader.Get(ctx, key, live)
 }
 

@@ -129,3 +129,29 @@ func TestRetryRateLimiter(t *testing.T) {
 		})
 	}
 }
+
+func TestDependentsOfSkipsTheListForAKeyTheIndexNeverHeld(t *testing.T) {
+	dependent := coreDNS("a", "dependent", addonsv1alpha1.AddonReference{Kind: "CoreDNS", Name: "base"})
+	r, _ := testReconciler(t, Options{}, dependent)
+	r.targets = &dependencyTargets{}
+	// The fake client's index does not go through r.targets: nothing is noted yet, so
+	// dependentsOf answers without listing, even though the index holds the key.
+	if got := r.dependentsOf(context.Background(), "CoreDNS", coreDNS("a", "base")); len(got) != 0 {
+		t.Errorf("dependentsOf(base) before the key was noted = %v, want none without a list", got)
+	}
+	// Once the index function noted the add-on's keys, the list runs and finds it.
+	if keys := r.targets.note(r.def.dependencyKeys(dependent)); len(keys) != 1 || keys[0] != "CoreDNS a/base" {
+		t.Fatalf("note returned %v, want the dependent's one key", keys)
+	}
+	got := r.dependentsOf(context.Background(), "CoreDNS", coreDNS("a", "base"))
+	if len(got) != 1 || got[0].Name != "dependent" {
+		t.Errorf("dependentsOf(base) = %v, want the add-on that depends on it", got)
+	}
+	if got := r.dependentsOf(context.Background(), "CoreDNS", coreDNS("a", "other")); len(got) != 0 {
+		t.Errorf("dependentsOf(other) = %v, want none", got)
+	}
+	var unset *dependencyTargets
+	if !unset.mayHave("CoreDNS a/base") {
+		t.Error("without recorded keys, every key may have dependents")
+	}
+}

@@ -93,21 +93,21 @@ func runBench(ctx context.Context, o options) error {
 }
 
 // measureSizes measures every implementation at every size: kaddons first, in rounds
-// (see measureKaddons), then each other operator by size. kaddons' runs take their
-// place among the others' in the report, by size and then implementation.
+// (see measureKaddons), with the -baseline-manager build beside it, then each other
+// operator by size. kaddons' runs take their place among the others' in the report, by
+// size and then implementation.
 func (res *results) measureSizes(ctx context.Context, o options, work string) error {
-	var kaddonsRuns map[int]run
-	if slices.Contains(o.impls, implKaddons) {
-		im, _ := implByName(implKaddons)
-		kaddonsRuns = res.measureKaddons(ctx, o, im, work)
+	kaddonsRuns := map[string]map[int]run{}
+	if builds := o.kaddonsBuilds(); len(builds) > 0 {
+		kaddonsRuns = res.measureKaddons(ctx, o, builds, work)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 	}
 	for _, n := range o.sizes {
 		for _, name := range o.impls {
-			if name == implKaddons {
-				if r, ok := kaddonsRuns[n]; ok {
+			if isKaddons(name) {
+				if r, ok := kaddonsRuns[name][n]; ok {
 					res.runs = append(res.runs, r)
 				}
 				continue
@@ -160,7 +160,8 @@ func (res *results) measure(ctx context.Context, o options, im impl, n, unrelate
 	}
 }
 
-// measureKaddons measures kaddons at every size and returns its recorded run per size:
+// measureKaddons measures each kaddons build (the one under test and, with
+// -baseline-manager, the baseline) at every size and returns its recorded run per size:
 // once below -repeat-min-n, and -repeat times from there up, each on a fresh control
 // plane, where the run with the median applied time is recorded (the lower one of an
 // even count) with the applied times of all of them. The repeated sizes run in rounds
@@ -169,25 +170,40 @@ func (res *results) measure(ctx context.Context, o options, im impl, n, unrelate
 // the next, so every size is measured across the same stretch of time, and the growth
 // target compares sizes measured minutes apart rather than the half hour the other
 // operators' runs take.
-func (res *results) measureKaddons(ctx context.Context, o options, im impl, work string) map[int]run {
+func (res *results) measureKaddons(ctx context.Context, o options, builds []string, work string) map[string]map[int]run {
+	im, _ := implByName(implKaddons)
 	schedule := kaddonsSchedule(o, im)
-	byN := map[int][]run{}
+	byN := map[string]map[int][]run{}
 	for _, step := range schedule {
-		if step.rounds > 1 {
-			fmt.Printf("bench: %s, N=%d, 0 unrelated objects, round %d of %d\n", im.label, step.n, step.round, step.rounds)
-		} else {
-			fmt.Printf("bench: %s, N=%d, 0 unrelated objects\n", im.label, step.n)
-		}
-		if r, ok := res.runOnce(ctx, o, im, step.n, 0, im.fullAt(o, step.n), work); ok {
-			byN[step.n] = append(byN[step.n], r)
+		// With a baseline build, both builds run at each step, one after the other, in
+		// an order that alternates from round to round.
+		for _, name := range kaddonsOrder(builds, step.round) {
+			build, _ := implByName(name)
+			if step.rounds > 1 {
+				fmt.Printf("bench: %s, N=%d, 0 unrelated objects, round %d of %d\n", build.label, step.n, step.round, step.rounds)
+			} else {
+				fmt.Printf("bench: %s, N=%d, 0 unrelated objects\n", build.label, step.n)
+			}
+			if r, ok := res.runOnce(ctx, o, build, step.n, 0, build.fullAt(o, step.n), work); ok {
+				if byN[name] == nil {
+					byN[name] = map[int][]run{}
+				}
+				byN[name][step.n] = append(byN[name][step.n], r)
+			}
+			if ctx.Err() != nil {
+				break
+			}
 		}
 		if ctx.Err() != nil {
 			break
 		}
 	}
-	out := map[int]run{}
-	for n, runs := range byN {
-		out[n] = medianRun(runs)
+	out := map[string]map[int]run{}
+	for name, runs := range byN {
+		out[name] = map[int]run{}
+		for n, rs := range runs {
+			out[name][n] = medianRun(rs)
+		}
 	}
 	return out
 }

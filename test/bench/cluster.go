@@ -267,12 +267,22 @@ const (
 	operatorAccount          = "bench-operator"
 )
 
+// operatorNamespace is the namespace the installed kaddons manager runs in (its default
+// --namespace). The manager keeps its seal key there (the Secret kaddons-seal): without
+// that namespace it keeps the key in memory only, and a restarted manager seals every
+// child again, one apply each, which the restart phase would count.
+const operatorNamespace = "kaddons-system"
+
 // operatorConfig returns the config the proxy forwards the operator's requests with: the
 // API server's address and CA and the token of a cluster-admin ServiceAccount, so that
 // the API server authenticates the operator as it does an operator running in the
 // cluster (a cached token review) rather than by verifying a client certificate on every
 // request.
 func (c *cluster) operatorConfig(ctx context.Context) (*rest.Config, error) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}}
+	if err := c.client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("creating namespace %s: %w", operatorNamespace, err)
+	}
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: operatorAccountNamespace, Name: operatorAccount}}
 	if err := c.client.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("creating ServiceAccount %s: %w", operatorAccount, err)

@@ -64,6 +64,8 @@ type impl struct {
 // procPaths are what an operator process needs from the bench.
 type procPaths struct {
 	repo, manager, metricsAddr string
+	// baselineManager is the -baseline-manager binary.
+	baselineManager string
 	// profilerAddr is where the kaddons manager serves pprof (--profiler-address), so that
 	// the bench can ask it for a garbage collection before reading its live heap.
 	profilerAddr string

@@ -38,12 +38,17 @@ type options struct {
 	role string
 
 	// Bench role.
-	sizes            []int
-	unrelated        int
-	impls            []string
-	out              string
-	repo             string
-	manager          string
+	sizes     []int
+	unrelated int
+	impls     []string
+	out       string
+	repo      string
+	manager   string
+	// baselineManager, when set, is a second kaddons manager binary measured beside
+	// manager in the same rounds (-baseline-manager), labelled baselineLabel.
+	baselineManager, baselineLabel string
+	// profile: capture a CPU profile of every kaddons manager during its create phase.
+	profile          bool
 	kaddonsFlags     []string
 	quiet            time.Duration
 	timeout          time.Duration
@@ -93,6 +98,13 @@ func main() {
 	fs.StringVar(&o.out, "out", "docs/performance.md", "The report to write, relative to -repo; empty prints it instead.")
 	fs.StringVar(&o.repo, "repo", ".", "The kaddons repository (for channels/, config/crd and the manager's sources).")
 	fs.StringVar(&o.manager, "manager", "", "A kaddons manager binary to use instead of building one from -repo.")
+	fs.StringVar(&o.baselineManager, "baseline-manager", "",
+		"A second kaddons manager binary (e.g. one built from an older commit) measured beside the one under test, "+
+			"in the same rounds on the same machine; the report compares the two side by side.")
+	fs.StringVar(&o.baselineLabel, "baseline-label", "kaddons (baseline)", "How the report names the -baseline-manager build.")
+	fs.BoolVar(&o.profile, "profile", false,
+		"Capture a CPU profile (pprof, --profiler-address) of every kaddons manager during its create phase; "+
+			"the report lists the top entries of the reported run at the largest size, and -keep keeps the profiles.")
 	fs.StringVar(&kaddonsFlags, "kaddons-flags", "", "Extra flags for the kaddons manager, space-separated (e.g. --max-concurrent-reconciles=8).")
 	fs.DurationVar(&o.quiet, "quiet", 2*time.Second, "How long the operator must send no request for a phase to count as finished.")
 	fs.DurationVar(&o.timeout, "phase-timeout", 15*time.Minute, "The longest any one phase may take.")
@@ -124,6 +136,9 @@ func main() {
 		if o.sizes, err = parseSizes(sizes); err == nil {
 			if o.impls, err = parseImpls(impls); err == nil {
 				o.memoryLimitFlag = memLimit
+				if o.baselineManager != "" {
+					addBaseline(&o)
+				}
 				err = runBench(ctx, o)
 			}
 		}

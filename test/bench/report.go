@@ -55,6 +55,8 @@ const (
 	colApplied    = "Applied after"
 	colReconciles = "Reconciles"
 	colEtcdWrites = "etcd writes"
+	colRSS        = "RSS"
+	colCPU        = "CPU ms / add-on: API server / etcd / operator / bench (all)"
 	colWritten    = "What was written (Events apart)"
 )
 
@@ -77,6 +79,12 @@ type reportData struct {
 	Growth                  [][]string
 	OCI                     [][]string
 	Failures, Skipped       []string
+	// SideBySide compares the kaddons build with the -baseline-manager build; Baseline
+	// names the latter's binary.
+	SideBySide [][]string
+	Baseline   string
+	// Profiles are the CPU profiles of the create phase, with -profile.
+	Profiles []profileBlock
 	// ColdStart has one line per size: each operator's cold start.
 	ColdStart []string
 }
@@ -135,18 +143,21 @@ func (res *results) data(targets []string) reportData {
 	}
 	d.Create = [][]string{{colOperator, "N", colApplied, "Created after", "Per add-on p50 / p99", "Requests / add-on",
 		"Writes / add-on (events)", "API server: requests / writes per add-on", "etcd writes / add-on",
-		"CPU ms / add-on: API server / etcd / operator / bench (all)"}}
+		colCPU}}
 	d.NoOp = [][]string{{colOperator, "N", colReconciles, "Requests", "Writes", "Requests / reconcile", colEtcdWrites, colWritten}}
 	d.Restart = [][]string{{colOperator, "N", "Cold start: N reconciles", "Cold start: every add-on", colReconciles, "Discovery + lists", "Watches",
 		"Reconcile requests", "Writes", "Reconcile requests / add-on", colEtcdWrites, colWritten}}
 	d.Drift = [][]string{{colOperator, "N", "Corrected after", "Requests", "Writes (Events apart)", "Event writes", colEtcdWrites, colWritten}}
-	d.Memory = [][]string{{colOperator, "N", "Unrelated objects", "RSS", "Peak RSS", "Go heap in use", "GOMEMLIMIT (runtime)", "Goroutines", "Watch streams"}}
+	d.Memory = [][]string{{colOperator, "N", "Unrelated objects", colRSS, "Peak RSS", "Go heap in use", "GOMEMLIMIT (runtime)", "Goroutines", "Watch streams"}}
 	for _, r := range res.runs {
 		res.addRows(&d, r)
 	}
 	d.ColdStart = res.coldStartLines()
 	d.Growth = res.growthRows()
 	d.OCI = res.ociRows()
+	d.SideBySide = res.sideBySideRows()
+	d.Baseline = res.options.baselineManager
+	d.Profiles = res.profileBlocks()
 	d.Render = [][]string{{"Render path", "ns/op", "allocs/op", "B/op"}}
 	for _, r := range res.render {
 		d.Render = append(d.Render, []string{r.name, fmt.Sprint(r.nsPerOp), fmt.Sprint(r.allocsPerOp), fmt.Sprint(r.bytesPerOp)})
@@ -457,7 +468,7 @@ func (res *results) growthOf(r run) growth {
 // add-on, the RSS and live Go heap per add-on above N=1, and time per add-on against N=50.
 func (res *results) growthRows() [][]string {
 	rows := [][]string{{colOperator, "N", colApplied, "Applied time / add-on", fmt.Sprintf("vs N=%d", growthRatioN),
-		"RSS", "RSS / add-on above N=1", "Live Go heap / add-on above N=1"}}
+		colRSS, "RSS / add-on above N=1", "Live Go heap / add-on above N=1"}}
 	for _, im := range impls {
 		ref, hasRef := res.find(im.name, growthRatioN, 0)
 		for _, r := range res.runs {
@@ -577,6 +588,18 @@ func commandLine(o options) string {
 	}
 	if len(o.kaddonsFlags) > 0 {
 		s += fmt.Sprintf(" -kaddons-flags %q", strings.Join(o.kaddonsFlags, " "))
+	}
+	if o.baselineManager != "" {
+		s += fmt.Sprintf(" -baseline-manager %s -baseline-label %q", o.baselineManager, o.baselineLabel)
+	}
+	if o.profile {
+		s += " -profile"
+	}
+	notBaseline := func(names []string) []string {
+		return slices.DeleteFunc(slices.Clone(names), func(name string) bool { return name == implKaddonsBaseline })
+	}
+	if named := notBaseline(o.impls); !slices.Equal(named, notBaseline(implNames())) {
+		s += " -impl " + strings.Join(named, ",")
 	}
 	switch {
 	case o.onlyOCI:

@@ -29,6 +29,8 @@ type run struct {
 	walls        []time.Duration
 	createCounts tally
 	createServer serverDelta
+	// profile is the operator's CPU profile over the create phase, with -profile.
+	profile cpuProfile
 
 	// After the create phase settled.
 	mem        memory
@@ -94,7 +96,7 @@ type scenario struct {
 // operator, then the create phase and, when full, the steady-state phases.
 func measure(ctx context.Context, o options, im impl, n, unrelated int, full bool, work string) (r run, err error) {
 	s := &scenario{o: o, im: im, size: n, unrelated: unrelated, work: work,
-		paths: procPaths{repo: o.repo, manager: o.manager, stockConcurrency: o.stockConcurrency, kaddonsFlags: o.kaddonsFlags,
+		paths: procPaths{repo: o.repo, manager: o.manager, baselineManager: o.baselineManager, stockConcurrency: o.stockConcurrency, kaddonsFlags: o.kaddonsFlags,
 			kaddonsConfig: o.kaddonsConfig, memoryLimit: o.memoryLimit}}
 	defer func() { err = errors.Join(err, s.close()) }()
 	r = run{impl: im, n: n, unrelated: unrelated, full: full}
@@ -275,11 +277,20 @@ func (s *scenario) phaseContext(ctx context.Context) (context.Context, context.C
 func (s *scenario) createPhase(ctx context.Context, r *run) error {
 	ctx, cancel := s.phaseContext(ctx)
 	defer cancel()
+	var pr *profiler
+	if s.o.profile && s.im.pprof {
+		pr = startProfiler(ctx, s.op.procs[0], s.work, s.logName("-create-cpu"))
+	}
 	var err error
 	r.createCounts, _, r.createServer, err = s.window(ctx, func(ctx context.Context) error {
 		r.create, err = createAddons(ctx, s.cluster, s.im, r.n)
 		return err
 	})
+	if pr != nil {
+		var perr error
+		r.profile, perr = pr.finish(ctx)
+		err = errors.Join(err, perr)
+	}
 	return err
 }
 

@@ -269,47 +269,28 @@ func (w *stageWriter) resolveExisting(ctx context.Context, own *ownership, stage
 	return nil
 }
 
-// applyStage server-side applies one stage's objects with bounded concurrency.
+// applyStage server-side applies one stage's objects with bounded concurrency. The last
+// object is applied on the calling goroutine: a new goroutine's stack grows, copied each
+// time, to the depth of an apply (encoding the object, the HTTP/2 request, decoding the
+// answer), while the reconcile's own has grown already; most stages hold one object.
 func (w *stageWriter) applyStage(ctx context.Context, objects []*unstructured.Unstructured) error {
 	var (
 		errs []error
 		wg   sync.WaitGroup
 		sem  = make(chan struct{}, applyConcurrency)
 	)
-	for _, o := range objects {
-		wg.Add(1)
+	for i, o := range objects {
 		sem <- struct{}{}
+		if i == len(objects)-1 {
+			w.applyInStage(ctx, o, &errs)
+			<-sem
+			break
+		}
+		wg.Add(1)
 		go func(o *unstructured.Unstructured) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			u := o.DeepCopy()
-			ref := RefOf(u)
-			gk := u.GroupVersionKind().GroupKind()
-			w.begin(gk, u)
-			recreated, err := w.applyOne(ctx, u)
-			w.end(gk, u, err)
-			w.mu.Lock()
-			defer w.mu.Unlock()
-			if recreated {
-				w.res.Recreated = append(w.res.Recreated, ref)
-			}
-			if w.absent[ref] && apierrors.IsConflict(err) {
-				// It exists: the create-only apply wrote nothing (resolveExisting).
-				w.existing = append(w.existing, ref)
-				w.conflicts = append(w.conflicts, fmt.Errorf("applying %s: %w", ref, err))
-				return
-			}
-			if err != nil {
-				if tooLarge(err) {
-					err = &ObjectTooLargeError{Ref: ref, Err: err}
-				}
-				errs = append(errs, fmt.Errorf("applying %s: %w", ref, err))
-				return
-			}
-			w.res.Applied[ref] = Written{Generation: u.GetGeneration(), ResourceVersion: u.GetResourceVersion()}
-			if !w.req.InputsChanged && drifted(w.live[ref], u) {
-				w.res.Drifted = append(w.res.Drifted, ref)
-			}
+			w.applyInStage(ctx, o, &errs)
 		}(o)
 	}
 	wg.Wait()
@@ -320,6 +301,39 @@ func (w *stageWriter) applyStage(ctx context.Context, objects []*unstructured.Un
 		return &WriteError{Err: err}
 	}
 	return nil
+}
+
+// applyInStage applies a copy of o for applyStage and records the outcome, adding an
+// error to errs; it may run concurrently with the other objects of the stage.
+func (w *stageWriter) applyInStage(ctx context.Context, o *unstructured.Unstructured, errs *[]error) {
+	u := o.DeepCopy()
+	ref := RefOf(u)
+	gk := u.GroupVersionKind().GroupKind()
+	w.begin(gk, u)
+	recreated, err := w.applyOne(ctx, u)
+	w.end(gk, u, err)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if recreated {
+		w.res.Recreated = append(w.res.Recreated, ref)
+	}
+	if w.absent[ref] && apierrors.IsConflict(err) {
+		// It exists: the create-only apply wrote nothing (resolveExisting).
+		w.existing = append(w.existing, ref)
+		w.conflicts = append(w.conflicts, fmt.Errorf("applying %s: %w", ref, err))
+		return
+	}
+	if err != nil {
+		if tooLarge(err) {
+			err = &ObjectTooLargeError{Ref: ref, Err: err}
+		}
+		*errs = append(*errs, fmt.Errorf("applying %s: %w", ref, err))
+		return
+	}
+	w.res.Applied[ref] = Written{Generation: u.GetGeneration(), ResourceVersion: u.GetResourceVersion()}
+	if !w.req.InputsChanged && drifted(w.live[ref], u) {
+		w.res.Drifted = append(w.res.Drifted, ref)
+	}
 }
 
 // begin and end tell the Tracker, if any, of a write.

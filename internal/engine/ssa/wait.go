@@ -64,8 +64,8 @@ func (w Written) ShownBy(live metav1.Object) bool {
 // WaitForCache waits, at most timeout, until c's cache shows every write of applied
 // (Written.ShownBy), and returns the writes it still does not show (an older copy, or
 // none). It reads only the metadata, so it reads kinds the scheme knows as Go
-// types: typedReads then copies the cached struct rather than converting it to
-// unstructured on every poll.
+// types, without a copy: typedReads then hands out the cached struct rather than
+// converting it to unstructured on every poll.
 func WaitForCache(ctx context.Context, c client.Client, applied map[addonsv1alpha1.ObjectReference]Written,
 	timeout time.Duration) map[addonsv1alpha1.ObjectReference]Written {
 	if len(applied) == 0 {
@@ -76,7 +76,8 @@ func WaitForCache(ctx context.Context, c client.Client, applied map[addonsv1alph
 	caughtUp := func(ctx context.Context) (bool, error) {
 		for ref, w := range behind {
 			live := TypedPrototype(c.Scheme(), ref.GroupVersionKind())
-			err := c.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, live)
+			// Only the metadata is read: the cache's own object needs no copy.
+			err := c.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, live, client.UnsafeDisableDeepCopy)
 			if err != nil || !w.ShownBy(live) {
 				return false, nil
 			}
