@@ -450,10 +450,7 @@ func TestCoreDNSValidation(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			body := fmt.Sprintf(`{"apiVersion":"addons.kaddons.dev/v1alpha1","kind":"CoreDNS","metadata":{"name":"invalid","namespace":%q},"spec":%s}`, ns, tc.spec)
-			obj := &unstructuredObject{}
-			g.Expect(obj.UnmarshalJSON([]byte(body))).To(Succeed())
-			err := k8sClient.Create(ctx, obj, client.FieldValidation(metav1.FieldValidationStrict))
+			err := createInvalid(ctx, "CoreDNS", ns, tc.spec)
 			g.Expect(err).To(HaveOccurred())
 			g.Expect(apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)).To(BeTrue(), "%v", err)
 			g.Expect(err.Error()).To(ContainSubstring(tc.message))

@@ -1,6 +1,8 @@
 package controllers
 
 import (
+	"context"
+	"fmt"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -118,4 +120,17 @@ func allowedPowers(g Gomega, user, ns string) map[string]bool {
 func withSettings(t *testing.T, s engine.Settings) {
 	t.Helper()
 	enginetest.WithSettings(t, settings, s)
+}
+
+// createInvalid creates, with strict field validation, an add-on of kind in namespace
+// whose spec is the raw JSON spec, as a user's manifest reaches the API server, and
+// returns the API server's answer; the validation tests expect a refusal.
+func createInvalid(ctx context.Context, kind, namespace, spec string) error {
+	body := fmt.Sprintf(`{"apiVersion":"addons.kaddons.dev/v1alpha1","kind":%q,"metadata":{"name":"invalid","namespace":%q},"spec":%s}`,
+		kind, namespace, spec)
+	obj := &unstructuredObject{}
+	if err := obj.UnmarshalJSON([]byte(body)); err != nil {
+		return fmt.Errorf("the test's own manifest: %w", err)
+	}
+	return k8sClient.Create(ctx, obj, client.FieldValidation(metav1.FieldValidationStrict))
 }

@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/internal/engine"
@@ -88,10 +87,7 @@ func TestKubeRouterValidation(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			body := fmt.Sprintf(`{"apiVersion":"addons.kaddons.dev/v1alpha1","kind":"KubeRouter","metadata":{"name":"invalid","namespace":%q},"spec":%s}`, ns, tc.spec)
-			obj := &unstructuredObject{}
-			g.Expect(obj.UnmarshalJSON([]byte(body))).To(Succeed())
-			err := k8sClient.Create(ctx, obj, client.FieldValidation(metav1.FieldValidationStrict))
+			err := createInvalid(ctx, "KubeRouter", ns, tc.spec)
 			g.Expect(err).To(HaveOccurred())
 			g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
 			g.Expect(err.Error()).To(ContainSubstring(tc.message))
