@@ -1,7 +1,6 @@
 package controllers
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -151,20 +150,7 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- testMgr.Start(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			fmt.Fprintf(os.Stderr, "manager: %v\n", err)
-		}
-	}()
-	if !testMgr.GetCache().WaitForCacheSync(ctx) {
-		fmt.Fprintln(os.Stderr, "cache did not sync")
-		return 1
-	}
-	return m.Run()
+	return enginetest.RunWithManager(m, testMgr)
 }
 
 // definedKinds lists the kinds of Definitions(), as main.go's addonKinds does.

@@ -172,20 +172,7 @@ func runSuite(m *testing.M) int {
 		}
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- testMgr.Start(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			fmt.Fprintf(os.Stderr, "manager: %v\n", err)
-		}
-	}()
-	if !testMgr.GetCache().WaitForCacheSync(ctx) {
-		fmt.Fprintln(os.Stderr, "cache did not sync")
-		return 1
-	}
-	return m.Run()
+	return enginetest.RunWithManager(m, testMgr)
 }
 
 // noTests reports whether the run selects no test (-run '^$') or is a fuzz worker.

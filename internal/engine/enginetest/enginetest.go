@@ -6,6 +6,7 @@ package enginetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -21,6 +22,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -110,4 +112,23 @@ func ExpectUntouched(t *testing.T, c client.Client, objects []*unstructured.Unst
 		g.Expect(live.GetUID()).To(gomega.Equal(o.GetUID()), "%s %s was re-created", o.GetKind(), o.GetName())
 		g.Expect(live.GetResourceVersion()).To(gomega.Equal(o.GetResourceVersion()), "%s %s was written", o.GetKind(), o.GetName())
 	}
+}
+
+// RunWithManager starts mgr, waits for its cache, runs the suite's tests and stops the
+// manager again: the end of a suite's TestMain. It returns the exit code for os.Exit.
+func RunWithManager(m *testing.M, mgr ctrl.Manager) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			fmt.Fprintf(os.Stderr, "manager: %v\n", err)
+		}
+	}()
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		fmt.Fprintln(os.Stderr, "cache did not sync")
+		return 1
+	}
+	return m.Run()
 }
