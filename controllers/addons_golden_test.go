@@ -101,6 +101,8 @@ func TestAddonsGolden(t *testing.T) {
 				Spec: addonsv1alpha1.KubeRouterSpec{
 					APIServerEndpoint: "10.254.254.1:6443",
 					NetworkPolicy:     ptr.To(false),
+					CNIConfDir:        "/var/lib/kaddons-node/cni/net.d",
+					CNIBinDir:         "/var/lib/kaddons-node/cni/bin",
 				},
 			}
 		}},

@@ -31,8 +31,10 @@ import (
 
 // Names in the kube-router packages that typed fields edit.
 const (
-	kubeRouterDaemonSet = "kube-router"
-	kubeRouterContainer = "kube-router"
+	kubeRouterDaemonSet     = "kube-router"
+	kubeRouterContainer     = "kube-router"
+	kubeRouterCNIConfVolume = "cni-conf-dir"
+	kubeRouterCNIBinVolume  = "cni-bin-dir"
 )
 
 // KubeRouterDefinition declares the kube-router add-on to the shared engine. kube-router
@@ -55,7 +57,8 @@ func KubeRouterDefinition() engine.Definition {
 
 // transformKubeRouter applies the KubeRouter spec's typed fields to the kube-router
 // container: the API server it reaches, through the variables client-go's in-cluster
-// configuration reads (with the pod's token and CA), and --run-firewall.
+// configuration reads (with the pod's token and CA), --run-firewall, and the node folders
+// of the container runtime's CNI configuration and plugins.
 func transformKubeRouter(_ context.Context, in engine.RenderInput, objects *engine.Objects) error {
 	cr, ok := in.Addon.(*addonsv1alpha1.KubeRouter)
 	if !ok {
@@ -75,6 +78,16 @@ func transformKubeRouter(_ context.Context, in engine.RenderInput, objects *engi
 			return err
 		}
 		if err := engine.SetEnv(ds, kubeRouterContainer, "KUBERNETES_SERVICE_PORT", port); err != nil {
+			return err
+		}
+	}
+	if spec.CNIConfDir != "" {
+		if err := engine.SetHostPath(ds, kubeRouterCNIConfVolume, spec.CNIConfDir); err != nil {
+			return err
+		}
+	}
+	if spec.CNIBinDir != "" {
+		if err := engine.SetHostPath(ds, kubeRouterCNIBinVolume, spec.CNIBinDir); err != nil {
 			return err
 		}
 	}

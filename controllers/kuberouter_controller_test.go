@@ -16,7 +16,8 @@ import (
 )
 
 // TestKubeRouterTransforms renders the kube-router package with each typed field and
-// checks the kube-router container's args and environment.
+// checks the kube-router container's args and environment, and the host folders its
+// CNI volumes name.
 func TestKubeRouterTransforms(t *testing.T) {
 	r, err := engine.New(testMgr, KubeRouterDefinition(), engineOptions())
 	if err != nil {
@@ -29,10 +30,16 @@ func TestKubeRouterTransforms(t *testing.T) {
 		// variables it must have (none: it has none).
 		args []any
 		env  map[string]string
+		// hostPaths is the path of each CNI hostPath volume (nil: the package's).
+		hostPaths map[string]string
 	}{
-		{name: "defaults: upstream's flags, the in-cluster address",
-			args: []any{"--run-router=true", "--run-firewall=true", "--run-service-proxy=false", "--bgp-graceful-restart=true"},
-			env:  map[string]string{}},
+		{name: "defaults: upstream's flags, the in-cluster address, the usual CNI folders",
+			args:      []any{"--run-router=true", "--run-firewall=true", "--run-service-proxy=false", "--bgp-graceful-restart=true"},
+			env:       map[string]string{},
+			hostPaths: map[string]string{"cni-conf-dir": "/etc/cni/net.d", "cni-bin-dir": "/opt/cni/bin"}},
+		{name: "cniConfDir and cniBinDir",
+			spec:      addonsv1alpha1.KubeRouterSpec{CNIConfDir: "/var/lib/node/cni/net.d", CNIBinDir: "/var/lib/node/cni/bin"},
+			hostPaths: map[string]string{"cni-conf-dir": "/var/lib/node/cni/net.d", "cni-bin-dir": "/var/lib/node/cni/bin"}},
 		{name: "apiServerEndpoint",
 			spec: addonsv1alpha1.KubeRouterSpec{APIServerEndpoint: "api.example.org:6443"},
 			env:  map[string]string{"KUBERNETES_SERVICE_HOST": "api.example.org", "KUBERNETES_SERVICE_PORT": "6443"}},
@@ -59,6 +66,17 @@ func TestKubeRouterTransforms(t *testing.T) {
 			args, _ := c["args"].([]any)
 			g.Expect(args).To(ContainElements(tc.args...))
 			g.Expect(args).To(HaveLen(4), "a flag is set in place, never added twice")
+			if tc.hostPaths != nil {
+				volumes, _, _ := unstructured.NestedSlice(ds.UnstructuredObject().Object, "spec", "template", "spec", "volumes")
+				got := map[string]string{}
+				for _, v := range volumes {
+					m := v.(map[string]any)
+					if name := m["name"].(string); tc.hostPaths[name] != "" {
+						got[name], _, _ = unstructured.NestedString(m, "hostPath", "path")
+					}
+				}
+				g.Expect(got).To(Equal(tc.hostPaths))
+			}
 			if tc.env == nil {
 				return
 			}
@@ -84,6 +102,9 @@ func TestKubeRouterValidation(t *testing.T) {
 		{name: "endpoint without a port", spec: `{"apiServerEndpoint": "10.0.0.1"}`, message: "spec.apiServerEndpoint in body should match"},
 		{name: "IPv6 endpoint without brackets", spec: `{"apiServerEndpoint": "fd00::1:6443"}`, message: "spec.apiServerEndpoint in body should match"},
 		{name: "networkPolicy as a string", spec: `{"networkPolicy": "yes"}`, message: "spec.networkPolicy: Invalid value"},
+		{name: "relative cniConfDir", spec: `{"cniConfDir": "etc/cni/net.d"}`, message: "spec.cniConfDir in body should match"},
+		{name: "cniBinDir climbing out", spec: `{"cniBinDir": "/opt/cni/../../etc"}`, message: "must not contain . or .. segments"},
+		{name: "cniConfDir with a trailing slash", spec: `{"cniConfDir": "/etc/cni/net.d/"}`, message: "spec.cniConfDir in body should match"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)

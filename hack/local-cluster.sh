@@ -36,7 +36,13 @@
 #                                 instead of 127.0.0.1, so that a real node and its Pods reach
 #                                 it; it joins the serving certificate's SANs, every kubeconfig
 #                                 names it, and the `kubernetes` Service gets it as endpoint.
-#                                 Empty (LOCAL_CLUSTER_NODE_IP=): back to 127.0.0.1
+#                                 Empty (LOCAL_CLUSTER_NODE_IP=): back to 127.0.0.1.
+#                                 A cluster with a node IP is one for a real node: it has no
+#                                 fake nodes (their Pods' IPs would be unreachable), publishes
+#                                 EndpointSlices, and allocates each node a pod CIDR from
+#                                 LOCAL_CLUSTER_CLUSTER_CIDR, as a CNI such as kube-router needs
+#   LOCAL_CLUSTER_CLUSTER_CIDR    the pod network that node pod CIDRs (/24 each) come from when
+#                                 a node IP is set (default 10.244.0.0/16)
 #   LOCAL_CLUSTER_RESTART_DEPENDENTS
 #                                 1 (default): `up` also restarts what depends on a component
 #                                 it starts; 0: it starts only what is stopped (the fault
@@ -66,7 +72,7 @@ init_state() {
   [[ -d ${STATE_DIR} ]] && STATE_DIR=$(cd "${STATE_DIR}" && pwd -P)
   set_paths
 
-  local rec_etcd="" rec_peer="" rec_api="" rec_svc="" rec_pod="" rec_node_ip=""
+  local rec_etcd="" rec_peer="" rec_api="" rec_svc="" rec_pod="" rec_node_ip="" rec_cluster=""
   if [[ -f ${SETTINGS} ]]; then
     rec_etcd=$(settings_get etcd_port)
     rec_peer=$(settings_get etcd_peer_port)
@@ -74,17 +80,21 @@ init_state() {
     rec_svc=$(settings_get service_cidr)
     rec_pod=$(settings_get pod_cidr)
     rec_node_ip=$(settings_get node_ip)
+    rec_cluster=$(settings_get cluster_cidr)
   fi
   ETCD_PORT=${LOCAL_CLUSTER_ETCD_PORT:-${rec_etcd:-23790}}
   ETCD_PEER_PORT=${LOCAL_CLUSTER_ETCD_PEER_PORT:-${rec_peer:-23800}}
   APISERVER_PORT=${LOCAL_CLUSTER_APISERVER_PORT:-${rec_api:-26443}}
   SERVICE_CIDR=${LOCAL_CLUSTER_SERVICE_CIDR:-${rec_svc:-10.96.0.0/16}}
   POD_CIDR=${LOCAL_CLUSTER_POD_CIDR:-${rec_pod:-10.0.0.1/24}}
+  CLUSTER_CIDR=${LOCAL_CLUSTER_CLUSTER_CIDR:-${rec_cluster:-10.244.0.0/16}}
   TIMEOUT=${LOCAL_CLUSTER_TIMEOUT:-180}
   # Set but empty overrides the recorded node IP.
   NODE_IP=${LOCAL_CLUSTER_NODE_IP-${rec_node_ip}}
   BIND_ADDRESS=${NODE_IP:-127.0.0.1}
   APISERVER_URL=https://${BIND_ADDRESS}:${APISERVER_PORT}
+  # A real node's cluster has no fake nodes.
+  if [[ -n ${NODE_IP} ]]; then NODE_NAMES=(); fi
 }
 
 # settings_get prints the value recorded for key $1 in the settings file.
@@ -101,6 +111,7 @@ apiserver_port=${APISERVER_PORT}
 service_cidr=${SERVICE_CIDR}
 pod_cidr=${POD_CIDR}
 node_ip=${NODE_IP}
+cluster_cidr=${CLUSTER_CIDR}
 EOF
 }
 
@@ -510,13 +521,19 @@ wait_apiserver() {
 # that publish endpoints. The fake pods' IPs are not on this machine, and nothing may be
 # sent to them: without EndpointSlices the API server never dials an aggregated API
 # (metrics-server's APIService then reports EndpointsNotFound instead of being probed).
+# A real node's cluster (a node IP) has no fake pods: it publishes endpoints, and gives
+# every node a pod CIDR from CLUSTER_CIDR.
 start_controller_manager() {
+  local node_flags=(--controllers='*,-endpoints-controller,-endpointslice-controller,-endpointslice-mirroring-controller')
+  if [[ -n ${NODE_IP} ]]; then
+    node_flags=(--controllers='*' --allocate-node-cidrs=true --cluster-cidr="${CLUSTER_CIDR}" --node-cidr-mask-size=24)
+  fi
   start_component kube-controller-manager \
     --kubeconfig="${STATE_DIR}/kube-controller-manager.kubeconfig" \
     --bind-address=127.0.0.1 \
     --secure-port=0 \
     --leader-elect=false \
-    --controllers='*,-endpoints-controller,-endpointslice-controller,-endpointslice-mirroring-controller' \
+    "${node_flags[@]}" \
     --use-service-account-credentials=true \
     --service-account-private-key-file="${PKI}/sa.key" \
     --root-ca-file="${PKI}/ca.crt" \
@@ -557,6 +574,7 @@ start_kwok() {
 # holds them under a per-process identity). The new kwok would otherwise leave those nodes
 # and their pods alone until the old Leases expire (40s).
 release_node_leases() {
+  ((${#NODE_NAMES[@]})) || return 0
   kc delete lease --namespace=kube-node-lease --ignore-not-found "${NODE_NAMES[@]}" >/dev/null
 }
 
@@ -757,9 +775,11 @@ cmd_up() {
     release_node_leases
     start_kwok
   fi
-  create_nodes
-  log "waiting for nodes ${NODE_NAMES[*]} to be Ready"
-  wait_nodes
+  if ((${#NODE_NAMES[@]})); then
+    create_nodes
+    log "waiting for nodes ${NODE_NAMES[*]} to be Ready"
+    wait_nodes
+  fi
   # Nodes that were Ready already prove nothing about a controller manager just started.
   [[ -z ${kcm_since} ]] || wait_controller_manager "${kcm_since}"
 

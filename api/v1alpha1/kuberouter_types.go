@@ -30,6 +30,24 @@ type KubeRouterSpec struct {
 	// enforces the cluster's NetworkPolicies. Defaults to true.
 	// +optional
 	NetworkPolicy *bool `json:"networkPolicy,omitempty"`
+
+	// cniConfDir is the folder on each node where the container runtime reads its CNI
+	// configuration; kube-router writes its conflist there. Defaults to /etc/cni/net.d, the
+	// folder containerd and CRI-O read unless configured otherwise.
+	// +kubebuilder:validation:MaxLength=255
+	// +kubebuilder:validation:Pattern=`^(/[A-Za-z0-9_.-]+)+$`
+	// +kubebuilder:validation:XValidation:rule="!self.split('/').exists(p, p == '..' || p == '.')",message="must not contain . or .. segments"
+	// +optional
+	CNIConfDir string `json:"cniConfDir,omitempty"`
+
+	// cniBinDir is the folder on each node where the container runtime looks for CNI
+	// plugins; kube-router installs the plugins it uses (bridge, host-local, portmap,
+	// loopback) there unless present. Defaults to /opt/cni/bin.
+	// +kubebuilder:validation:MaxLength=255
+	// +kubebuilder:validation:Pattern=`^(/[A-Za-z0-9_.-]+)+$`
+	// +kubebuilder:validation:XValidation:rule="!self.split('/').exists(p, p == '..' || p == '.')",message="must not contain . or .. segments"
+	// +optional
+	CNIBinDir string `json:"cniBinDir,omitempty"`
 }
 
 // KubeRouterStatus is the observed state of KubeRouter.

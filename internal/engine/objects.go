@@ -167,6 +167,36 @@ func SetEnv(o *Object, container, name, value string) error {
 	})
 }
 
+// SetHostPath points the hostPath volume named volume in o's pod template at path on the
+// node: per-node agents such as a CNI name the host folders they write (the runtime's CNI
+// configuration and plugins) this way.
+func SetHostPath(o *Object, volume, path string) error {
+	found := false
+	err := o.MutatePodSpec(func(spec map[string]any) error {
+		volumes, _ := spec["volumes"].([]any)
+		for _, v := range volumes {
+			m, ok := v.(map[string]any)
+			if !ok || m["name"] != volume {
+				continue
+			}
+			hostPath, ok := m["hostPath"].(map[string]any)
+			if !ok {
+				return fmt.Errorf("%s %s: volume %q is not a hostPath volume", o.Kind, o.GetName(), volume)
+			}
+			hostPath["path"] = path
+			found = true
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if !found {
+		return fmt.Errorf("%s %s has no volume %q", o.Kind, o.GetName(), volume)
+	}
+	return nil
+}
+
 // RemoveObject drops the rendered object of kind and name, and reports whether it was there.
 func RemoveObject(objects *Objects, kind, name string) bool {
 	n := len(objects.Items)
