@@ -342,10 +342,10 @@ first_service_ip() {
   echo "${net%.*}.$((${net##*.} + 1))"
 }
 
-# gen_cert writes pki/$1.{key,crt} signed by the cluster CA, unless they exist. $2 is the
-# subject, $3 the extended key usage, $4 (optional) the subjectAltName list.
+# gen_cert writes pki/$1.{key,crt} signed by the cluster CA (or pki/$CA_NAME), unless they
+# exist. $2 is the subject, $3 the extended key usage, $4 (optional) the subjectAltName list.
 gen_cert() {
-  local name=$1 subject=$2 usage=$3 san=${4:-}
+  local name=$1 subject=$2 usage=$3 san=${4:-} ca=${CA_NAME:-ca}
   [[ -f ${PKI}/${name}.crt && -f ${PKI}/${name}.key ]] && return 0
   local ext=${PKI}/${name}.ext
   {
@@ -356,7 +356,7 @@ gen_cert() {
   } >"${ext}"
   openssl genrsa -out "${PKI}/${name}.key" 2048 2>/dev/null
   openssl req -new -key "${PKI}/${name}.key" -subj "${subject}" -out "${PKI}/${name}.csr" 2>/dev/null
-  openssl x509 -req -in "${PKI}/${name}.csr" -CA "${PKI}/ca.crt" -CAkey "${PKI}/ca.key" \
+  openssl x509 -req -in "${PKI}/${name}.csr" -CA "${PKI}/${ca}.crt" -CAkey "${PKI}/${ca}.key" \
     -set_serial "0x$(openssl rand -hex 16)" -days 3650 -extfile "${ext}" \
     -out "${PKI}/${name}.crt" 2>/dev/null
   rm -f "${PKI}/${name}.csr" "${ext}"
@@ -386,6 +386,18 @@ gen_pki() {
     "IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,IP:$(first_service_ip)${NODE_IP:+,IP:${NODE_IP}}"
   # kube-apiserver's client certificate towards kubelets (logs, exec) of real nodes.
   gen_cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
+  # The aggregation layer: kube-apiserver proxies to aggregated APIs (metrics-server) with
+  # this client certificate, of a CA of its own that aggregated servers trust for the
+  # X-Remote-* headers (extension-apiserver-authentication's requestheader-client-ca-file).
+  if [[ ! -f ${PKI}/front-proxy-ca.crt || ! -f ${PKI}/front-proxy-ca.key ]]; then
+    rm -f "${PKI}/front-proxy-client.crt" "${PKI}/front-proxy-client.key"
+    openssl genrsa -out "${PKI}/front-proxy-ca.key" 2048 2>/dev/null
+    openssl req -x509 -new -key "${PKI}/front-proxy-ca.key" -subj "/CN=kaddons-local-cluster-front-proxy-ca" -days 3650 \
+      -addext "basicConstraints=critical,CA:TRUE" \
+      -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" \
+      -out "${PKI}/front-proxy-ca.crt" 2>/dev/null
+  fi
+  CA_NAME=front-proxy-ca gen_cert front-proxy-client "/CN=front-proxy-client" clientAuth
   gen_cert admin "/O=system:masters/CN=kubernetes-admin" clientAuth
   gen_cert kube-controller-manager "/CN=system:kube-controller-manager" clientAuth
   gen_cert kube-scheduler "/CN=system:kube-scheduler" clientAuth
@@ -481,6 +493,8 @@ wait_etcd() {
 
 # start_apiserver starts kube-apiserver on 127.0.0.1 with RBAC and service-account tokens.
 start_apiserver() {
+  # The API server reaches kubelets (logs, exec, port-forward) at their InternalIP, never
+  # by resolving a node's name with the machine's resolver.
   # With a node IP, Pods of the real node reach the API server through the `kubernetes`
   # Service: the endpoint reconciler publishes that address.
   local reconciler=none
@@ -491,6 +505,14 @@ start_apiserver() {
     --bind-address="${BIND_ADDRESS}" \
     --kubelet-client-certificate="${PKI}/apiserver-kubelet-client.crt" \
     --kubelet-client-key="${PKI}/apiserver-kubelet-client.key" \
+    --kubelet-preferred-address-types=InternalIP \
+    --proxy-client-cert-file="${PKI}/front-proxy-client.crt" \
+    --proxy-client-key-file="${PKI}/front-proxy-client.key" \
+    --requestheader-client-ca-file="${PKI}/front-proxy-ca.crt" \
+    --requestheader-allowed-names=front-proxy-client \
+    --requestheader-username-headers=X-Remote-User \
+    --requestheader-group-headers=X-Remote-Group \
+    --requestheader-extra-headers-prefix=X-Remote-Extra- \
     --secure-port="${APISERVER_PORT}" \
     --etcd-servers="http://127.0.0.1:${ETCD_PORT}" \
     --tls-cert-file="${PKI}/kube-apiserver.crt" \

@@ -63,23 +63,42 @@ CLUSTER_DIR=${LOCAL_CLUSTER_DIR:-${ROOT}/.local/cluster}
 CACHE=${XDG_CACHE_HOME:-${HOME}/.cache}/kaddons/node
 # The Debian packages of a node: containerd, runc, the CNI plugins (/usr/lib/cni), and the
 # tools the kubelet (iptables, conntrack) and `down` (nft, to delete tables) call.
-PACKAGES=(containerd runc containernetworking-plugins iptables conntrack nftables)
-CNI_BIN_DIR=/usr/lib/cni
-# The sysctls the kubelet and the bridge CNI plugin set; `down` puts them back.
+# ipset: `down` destroys the sets a CNI's network policies created.
+PACKAGES=(containerd runc containernetworking-plugins iptables conntrack nftables ipset)
+# Debian's CNI plugins, which only `smoke` uses: the node's own plugin folder starts empty,
+# and the CNI add-on installs its plugins there.
+DEBIAN_CNI_BIN_DIR=/usr/lib/cni
+# The sysctls the kubelet, the bridge CNI plugin, kube-proxy and kube-router set; `down`
+# puts them back.
 SYSCTLS=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops
   kernel.keys.root_maxkeys kernel.keys.root_maxbytes net.ipv4.ip_forward
-  net.ipv4.conf.all.forwarding net.ipv6.conf.all.forwarding)
+  net.ipv4.conf.all.forwarding net.ipv6.conf.all.forwarding net.ipv4.conf.all.route_localnet
+  net.bridge.bridge-nf-call-iptables net.bridge.bridge-nf-call-ip6tables
+  net.netfilter.nf_conntrack_max net.netfilter.nf_conntrack_tcp_timeout_established
+  net.netfilter.nf_conntrack_tcp_timeout_close_wait net.netfilter.nf_conntrack_tcp_be_liberal)
 # Folders whose entries the host check lists: what appears there whatever the state folder.
-WATCHED_DIRS=(/run /var/lib /var/log /etc /opt /var/lib/kubelet /var/lib/cni)
+WATCHED_DIRS=(/run /var/lib /var/log /etc /opt /var/lib/kubelet /var/lib/cni /usr/lib)
 # What down may delete when `up` created it (never anything that existed before).
 REMOVABLE=(/var/lib/kubelet /var/log/containers /var/log/pods /var/lib/cni /run/containerd
   /run/netns /var/lib/containerd /run/runc /etc/cni /opt/cni /opt/containerd
-  /run/mount) # util-linux umount keeps its utab there
+  /run/mount # util-linux umount keeps its utab there
+  /usr/lib/modules) # see ensure_lib_modules
 
 CONTAINERD_DIR=${NODE_DIR}/containerd
 SOCK=${CONTAINERD_DIR}/containerd.sock
 KUBELET_DIR=${NODE_DIR}/kubelet
 CNI_CONF_DIR=${NODE_DIR}/cni/net.d
+CNI_BIN_DIR=${NODE_DIR}/cni/bin
+# The cluster DNS address the kubelet gives Pods: the kube-dns Service's clusterIP in the
+# CoreDNS package (the tenth address of the default service range).
+CLUSTER_DNS=${KADDONS_NODE_CLUSTER_DNS:-10.96.0.10}
+# Pods with dnsPolicy Default (CoreDNS itself) get this resolv.conf: a nameserver on the
+# node IP where nothing answers, so that CoreDNS forwards names outside the cluster to the
+# node and never to the machine's own resolver.
+RESOLV_CONF=${NODE_DIR}/resolv.conf
+# What the add-ons of this node need to know (API server endpoint, CNI folders), for the
+# demo and the tests: shell assignments.
+NODE_ENV=${NODE_DIR}/node.env
 PKI=${NODE_DIR}/pki
 LOGS=${NODE_DIR}/logs
 PIDS=${NODE_DIR}/pids
@@ -108,6 +127,7 @@ host_state() {
   ip -o link show | awk -F': ' '{ sub(/@.*/, "", $2); print "link " $2 }'
   ip -4 -o addr show | awk '{ print "addr " $2 " " $4 }'
   ip -4 route show table all 2>/dev/null | grep -v '^local\|^broadcast' | sed 's/^/route /'
+  if command -v ipset >/dev/null 2>&1; then ipset list -n 2>/dev/null | sed 's/^/ipset /'; fi
   if command -v nft >/dev/null 2>&1; then nft list tables 2>/dev/null | sed 's/^/nft /'; fi
   # The top cgroups of each hierarchy: what the node adds (its cgroup root, runc's under
   # unified, ctr's k8s.io) is there; deeper ones come and go with the machine's other
@@ -259,6 +279,15 @@ ctr_() { ctr --address "${SOCK}" --namespace k8s.io "$@"; }
 
 cluster_setting() { sed -n "s/^$1=//p" "${CLUSTER_DIR}/settings.env" 2>/dev/null | tail -n 1; }
 
+# ensure_lib_modules creates an empty /lib/modules on a kernel without loadable modules
+# (everything built in): kube-proxy and kube-router mount it from the host, as on every
+# real node, and a missing hostPath fails their containers.
+ensure_lib_modules() {
+  [[ -d /lib/modules ]] && return 0
+  log "creating the empty /lib/modules that kube-proxy and kube-router mount (this kernel has no modules)"
+  mkdir -p /lib/modules
+}
+
 setup_bridge() {
   if ! ip link show "${BRIDGE}" >/dev/null 2>&1; then
     log "creating bridge ${BRIDGE} with ${NODE_IP}/24 (private; nothing routes it off this machine)"
@@ -334,7 +363,7 @@ EOF
 }
 
 write_containerd_config() {
-  mkdir -p "${CONTAINERD_DIR}" "${CNI_CONF_DIR}"
+  mkdir -p "${CONTAINERD_DIR}" "${CNI_CONF_DIR}" "${CNI_BIN_DIR}"
   cat >"${CONTAINERD_DIR}/config.toml" <<EOF
 # Written by hack/node.sh: containerd for the node ${NODE_NAME}; state under ${CONTAINERD_DIR}.
 version = 2
@@ -438,6 +467,7 @@ import_addon_images() {
 
 write_kubelet_config() {
   mkdir -p "${KUBELET_DIR}" "${NODE_DIR}/pod-logs"
+  printf 'nameserver %s\n' "${NODE_IP}" >"${RESOLV_CONF}"
   cat >"${NODE_DIR}/kubelet.yaml" <<EOF
 # Written by hack/node.sh for the node ${NODE_NAME}.
 apiVersion: kubelet.config.k8s.io/v1beta1
@@ -462,6 +492,8 @@ authentication:
 authorization:
   mode: Webhook
 clusterDomain: cluster.local
+clusterDNS: [${CLUSTER_DNS}]
+resolvConf: ${RESOLV_CONF}
 # Images are imported, never pulled (no registry is reachable): nothing may evict or
 # garbage-collect them. Zero thresholds are disabled ones.
 evictionHard:
@@ -537,6 +569,7 @@ cmd_up() {
   take_snapshot "${BEFORE}"
   ensure_binaries
   ensure_pause_image
+  ensure_lib_modules
   setup_bridge
   log "starting the local cluster on ${NODE_IP} (hack/local-cluster.sh up)"
   LOCAL_CLUSTER_NODE_IP=${NODE_IP} LOCAL_CLUSTER_DIR=${CLUSTER_DIR} "${ROOT}/hack/local-cluster.sh" up
@@ -552,7 +585,24 @@ cmd_up() {
   log "waiting for node ${NODE_NAME} to register"
   wait_registered
   log "node ${NODE_NAME} registered $((SECONDS - t))s after the kubelet started; Ready=$(node_ready) ($(ls "${CNI_CONF_DIR}" 2>/dev/null | wc -l) CNI config(s) in ${CNI_CONF_DIR})"
+  write_node_env
   log "node up in $((SECONDS - start))s; export KUBECONFIG=${CLUSTER_DIR}/kubeconfig"
+  log "the CNI add-on needs: apiServerEndpoint ${NODE_IP}:$(cluster_setting apiserver_port), cniConfDir ${CNI_CONF_DIR}, cniBinDir ${CNI_BIN_DIR} (also in ${NODE_ENV})"
+}
+
+# write_node_env records what the node's add-ons must be told, as shell assignments.
+write_node_env() {
+  cat >"${NODE_ENV}.tmp" <<EOF
+KADDONS_NODE_NAME=${NODE_NAME}
+KADDONS_NODE_IP=${NODE_IP}
+KADDONS_NODE_API_SERVER_ENDPOINT=${NODE_IP}:$(cluster_setting apiserver_port)
+KADDONS_NODE_CLUSTER_CIDR=$(cluster_setting cluster_cidr)
+KADDONS_NODE_CNI_CONF_DIR=${CNI_CONF_DIR}
+KADDONS_NODE_CNI_BIN_DIR=${CNI_BIN_DIR}
+KADDONS_NODE_CLUSTER_DNS=${CLUSTER_DNS}
+KUBECONFIG=${CLUSTER_DIR}/kubeconfig
+EOF
+  mv "${NODE_ENV}.tmp" "${NODE_ENV}"
 }
 
 # ---------------------------------------------------------------------------------------
@@ -621,8 +671,23 @@ remove_links() {
   for l in $(ip -o link show | awk -F': ' '{ sub(/@.*/, "", $2); print $2 }'); do
     grep -qxF "link ${l}" "${BEFORE}" 2>/dev/null && continue
     case ${l} in
-      "${BRIDGE}"|kaddons-cni*|veth*) log "deleting link ${l}"; ip link delete "${l}" 2>/dev/null || true ;;
+      # The smoke's bridge, Pods' veths, kube-router's bridge, dummy and tunnels, and
+      # kube-proxy's IPVS dummy.
+      "${BRIDGE}"|kaddons-cni*|veth*|kube-bridge|kube-dummy-if|kube-ipvs0|tun-*)
+        log "deleting link ${l}"; ip link delete "${l}" 2>/dev/null || true ;;
     esac
+  done
+}
+
+# remove_ipsets destroys the ipsets (kube-router's network policy sets) that were not there
+# before the node; after the iptables rules that used them are gone.
+remove_ipsets() {
+  command -v ipset >/dev/null 2>&1 || return 0
+  local set
+  for set in $(ipset list -n 2>/dev/null); do
+    grep -qxF "ipset ${set}" "${BEFORE}" 2>/dev/null && continue
+    log "destroying ipset ${set}"
+    ipset destroy "${set}" 2>/dev/null || true
   done
 }
 
@@ -705,6 +770,7 @@ cmd_down() {
     unmount_new
     remove_links
     remove_nft_tables
+    remove_ipsets
     remove_cgroups
     restore_sysctls
     remove_dirs
@@ -717,7 +783,8 @@ cmd_down() {
     remove_cgroups
   fi
   # The state, except logs, the snapshot and the record of installed packages.
-  rm -rf --one-file-system "${CONTAINERD_DIR}" "${KUBELET_DIR}" "${NODE_DIR}/cni" "${NODE_DIR}/pod-logs" "${PIDS}"
+  rm -rf --one-file-system "${CONTAINERD_DIR}" "${KUBELET_DIR}" "${NODE_DIR}/cni" "${NODE_DIR}/pod-logs" "${PIDS}" \
+    "${NODE_ENV}" "${RESOLV_CONF}"
   if [[ ! -f ${BEFORE} ]]; then
     log "node down; no snapshot of the host before the node in ${BEFORE} (no \`up\` since the last \`down\`): sysctls not restored, nothing compared"
   elif ! cmd_check "${BEFORE}"; then
@@ -775,7 +842,9 @@ SMOKE_CNI=10-kaddons-smoke.conf
 # folder, then renamed (containerd 1.6 misses a file moved in from elsewhere).
 write_smoke_cni() {
   local tmp=${CNI_CONF_DIR}/.${SMOKE_CNI}.tmp
-  mkdir -p "${CNI_CONF_DIR}" "${NODE_DIR}/cni/ipam"
+  mkdir -p "${CNI_CONF_DIR}" "${CNI_BIN_DIR}" "${NODE_DIR}/cni/ipam"
+  local p
+  for p in bridge host-local loopback; do cp "${DEBIAN_CNI_BIN_DIR}/${p}" "${CNI_BIN_DIR}/${p}"; done
   cat >"${tmp}" <<EOF
 {
   "cniVersion": "0.4.0",
@@ -867,7 +936,7 @@ EOF
   t=${SECONDS}
   kc delete pod kaddons-node-smoke --wait=true --timeout="${TIMEOUT}s" >/dev/null
   log "smoke: Pod deleted (sandbox stopped, CNI DEL done) in $((SECONDS - t))s"
-  rm -f "${CNI_CONF_DIR}/${SMOKE_CNI}"
+  rm -f "${CNI_CONF_DIR}/${SMOKE_CNI}" "${CNI_BIN_DIR}"/*
   log "smoke: passed in $((SECONDS - t0))s"
 }
 
