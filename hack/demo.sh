@@ -1,20 +1,31 @@
 #!/usr/bin/env bash
-# demo.sh shows kaddons at work on a real local cluster (hack/local-cluster.sh): it
-# installs the CRDs and the operator's RBAC, runs the operator on this machine as its own
-# ServiceAccount (no image can be built here, so the manager Deployment is left out),
-# applies the samples and waits until every add-on is Ready.
+# demo.sh shows kaddons at work on a local cluster (hack/local-cluster.sh) with one REAL
+# node on this machine (hack/node.sh: containerd, runc and a kubelet; images built from
+# source, nothing pulled). It installs the CRDs and the operator's RBAC and runs the
+# operator on this machine as its own ServiceAccount, on the host network as the manager
+# Deployment's bootstrap mode runs it. Then it bootstraps the node the way a cluster
+# bootstrapper would: the node starts NotReady, kaddons installs the pod network
+# (KubeRouter) and kube-proxy, the node turns Ready, and kaddons installs CoreDNS and
+# metrics-server. It ends by showing a Pod resolving a cluster name through that CoreDNS,
+# `kubectl top nodes` served by that metrics-server, and the add-ons.
 #
 # Usage:
-#   hack/demo.sh up      build, start the cluster and the operator, apply the samples
-#                        (run it again at any time: it reuses what runs, restarts what died)
-#   hack/demo.sh down    stop the operator and the cluster, and delete their state
+#   hack/demo.sh up      build, start the cluster, the node and the operator, apply the
+#                        add-ons (run it again at any time: it reuses what runs, restarts
+#                        what died)
+#   hack/demo.sh down    stop the operator, the node and the cluster, undo the node's
+#                        changes to the host, and delete their state
 #
-# State lives in .local/demo (the operator's kubeconfig, pid file and log) and in the
-# cluster's folder (.local/cluster, or LOCAL_CLUSTER_DIR).
+# State lives in .local/demo (the operator's kubeconfig, pid file and log), .local/node
+# and the cluster's folder (.local/cluster, or LOCAL_CLUSTER_DIR).
 #
 # Environment:
 #   DEMO_TIMEOUT   seconds to wait for the operator and for each add-on (default 300)
-#   The LOCAL_CLUSTER_* variables of hack/local-cluster.sh apply as well.
+#   DEMO_NODE      real (default): the real node, which needs root on Linux; kwok: kwok's
+#                  fake nodes instead, where every Pod is Ready by fiat and no add-on
+#                  serves (for machines without root)
+#   The LOCAL_CLUSTER_* variables of hack/local-cluster.sh and KADDONS_NODE_* of
+#   hack/node.sh apply as well.
 #
 # The operator runs with leader election, as it does in a cluster; outside a cluster the
 # Lease's namespace must be given (--leader-election-namespace).
@@ -27,6 +38,11 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "${ROOT}"
 
 CLUSTER=${ROOT}/hack/local-cluster.sh
+NODE=${ROOT}/hack/node.sh
+NODE_MODE=${DEMO_NODE:-real}
+# The images the real node needs for the demo's add-ons (their stable versions): built from
+# source by hack/addonimages and cached in ~/.cache/kaddons/images.
+NODE_IMAGES=(pause kube-proxy kube-router coredns:v1.12.1 metrics-server:v0.7.2)
 DEMO_DIR=${ROOT}/.local/demo
 MANAGER=${ROOT}/bin/manager
 PID_FILE=${DEMO_DIR}/manager.pid
@@ -76,6 +92,12 @@ lock() {
 # cluster runs hack/local-cluster.sh without handing it the lock.
 cluster() {
   "${CLUSTER}" "$@" 8>&-
+}
+
+# node runs hack/node.sh without handing it the lock, its output indented.
+node() {
+  "${NODE}" "$@" 8>&- 2>&1 | sed 's/^/    /'
+  return "${PIPESTATUS[0]}"
 }
 
 # ---------------------------------------------------------------------------------------
@@ -287,23 +309,44 @@ on_exit() {
 
 cmd_up() {
   local start=${SECONDS}
+  case ${NODE_MODE} in
+    real)
+      [[ $(uname -s) == Linux && $(id -u) == 0 ]] ||
+        die "the real node needs root on Linux (containerd, runc, the kubelet); DEMO_NODE=kwok runs the demo on kwok's fake nodes instead"
+      ;;
+    kwok) ;;
+    *) die "DEMO_NODE is real or kwok, not ${NODE_MODE}" ;;
+  esac
   lock
   trap on_exit EXIT
   trap 'exit 130' INT TERM
 
-  step "Building the Kubernetes toolchain (cached after the first build)"
+  step "Building the Kubernetes toolchain (cached after the first build; about 15 minutes cold with the kubelet)"
   FAILED_STEP="building the toolchain"
   "${ROOT}/hack/toolchain.sh" build 8>&-
+  if [[ ${NODE_MODE} == real ]]; then "${ROOT}/hack/toolchain.sh" build kubelet 8>&-; fi
   KUBECTL=$("${ROOT}/hack/toolchain.sh" dir)/kubectl
+
+  if [[ ${NODE_MODE} == real ]]; then
+    step "Building the add-on images from source: ${NODE_IMAGES[*]} (cached; about 25 minutes cold)"
+    FAILED_STEP="building the add-on images (hack/node.sh images)"
+    node images "${NODE_IMAGES[@]}"
+  fi
 
   # The build runs while the cluster starts: both take seconds to tens of seconds.
   step "Building the manager (bin/manager) in the background"
   go build -tags without_exec_applier,without_direct_applier -o "${MANAGER}" . >"${DEMO_DIR}/build.log" 2>&1 8>&- &
   local build_pid=$!
 
-  step "Starting the local cluster"
-  FAILED_STEP="starting the local cluster"
-  cluster up
+  if [[ ${NODE_MODE} == real ]]; then
+    step "Starting the local cluster and the real node (hack/node.sh up)"
+    FAILED_STEP="starting the local cluster and the node"
+    node up
+  else
+    step "Starting the local cluster"
+    FAILED_STEP="starting the local cluster"
+    cluster up
+  fi
 
   step "Waiting for the manager build"
   FAILED_STEP="building the manager (go build -o bin/manager .)"
@@ -323,6 +366,113 @@ cmd_up() {
   FAILED_STEP="starting the manager"
   start_manager
 
+  if [[ ${NODE_MODE} == real ]]; then
+    up_real_node
+  else
+    up_fake_nodes
+  fi
+
+  end_step
+  printf '==> %s\n' "Demo ready in $((SECONDS - start))s"
+  cat <<EOF
+    Look around as the cluster admin:
+      $(cluster env)
+      kubectl get addons -A
+      kubectl describe coredns -n kube-system coredns
+      kubectl get deploy,ds,svc,cm -n kube-system -l app.kubernetes.io/managed-by=kaddons
+    Break CoreDNS and watch kaddons put it back:
+      kubectl delete deployment -n kube-system coredns
+      kubectl get coredns -n kube-system -w
+    The operator's log: ${LOG_FILE}
+    Stop everything: make demo-down
+EOF
+}
+
+# up_real_node bootstraps the real node with kaddons and shows the add-ons serving.
+up_real_node() {
+  local env_file=${KADDONS_NODE_DIR:-${ROOT}/.local/node}/node.env
+  [[ -f ${env_file} ]] || die "hack/node.sh up wrote no ${env_file}"
+  # shellcheck disable=SC1090 # written by hack/node.sh up
+  source "${env_file}"
+  info "node ${KADDONS_NODE_NAME}: $(kc get node "${KADDONS_NODE_NAME}" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].reason}: {.status.conditions[?(@.type=="Ready")].message}')"
+
+  step "Installing the pod network (KubeRouter) and kube-proxy: the node has no CNI yet"
+  FAILED_STEP="installing KubeRouter and KubeProxy"
+  kc apply -f - <<EOF | sed 's/^/    /'
+apiVersion: addons.kaddons.dev/v1alpha1
+kind: KubeRouter
+metadata: {name: kube-router, namespace: kube-system}
+spec:
+  channel: stable
+  apiServerEndpoint: ${KADDONS_NODE_API_SERVER_ENDPOINT}
+  cniConfDir: ${KADDONS_NODE_CNI_CONF_DIR}
+  cniBinDir: ${KADDONS_NODE_CNI_BIN_DIR}
+---
+apiVersion: addons.kaddons.dev/v1alpha1
+kind: KubeProxy
+metadata: {name: kube-proxy, namespace: kube-system}
+spec:
+  channel: stable
+  apiServerEndpoint: ${KADDONS_NODE_API_SERVER_ENDPOINT}
+  clusterCIDR: ${KADDONS_NODE_CLUSTER_CIDR}
+EOF
+  step "Waiting for the node to be Ready (timeout ${TIMEOUT}s)"
+  FAILED_STEP="waiting for the node to be Ready"
+  kc wait --for=condition=Ready --timeout="${TIMEOUT}s" "node/${KADDONS_NODE_NAME}" | sed 's/^/    /'
+  kc wait --for=condition=Ready --timeout="${TIMEOUT}s" -n kube-system kuberouter/kube-router kubeproxy/kube-proxy | sed 's/^/    /'
+
+  step "Installing CoreDNS and metrics-server (config/samples)"
+  FAILED_STEP="installing CoreDNS and MetricsServer"
+  kc apply -f "${ROOT}/config/samples/addons_v1alpha1_coredns.yaml" -f "${ROOT}/config/samples/addons_v1alpha1_metricsserver.yaml" | sed 's/^/    /'
+  step "Waiting for CoreDNS and MetricsServer to be Ready: Pods serving, metrics.k8s.io available (timeout ${TIMEOUT}s)"
+  FAILED_STEP="waiting for CoreDNS and MetricsServer to be Ready"
+  kc wait --for=condition=Ready --timeout="${TIMEOUT}s" -n kube-system coredns/coredns metricsserver/metrics-server | sed 's/^/    /'
+
+  step "A Pod resolves kubernetes.default.svc.cluster.local through the CoreDNS kaddons installed"
+  FAILED_STEP="resolving a cluster name from a Pod"
+  dns_probe
+
+  step "kubectl top nodes, served by the metrics-server kaddons installed"
+  FAILED_STEP="kubectl top nodes"
+  top_nodes
+
+  FAILED_STEP=""
+  step "Add-ons"
+  kc get addons -A
+  step "Their workloads"
+  kc get deploy,ds,svc -A -l app.kubernetes.io/managed-by=kaddons -o wide
+}
+
+# dns_probe runs a Pod (busybox's nslookup in the kube-router image, which the node has)
+# that resolves the API server's Service name with the cluster DNS, and prints its answer.
+dns_probe() {
+  local pod=kaddons-demo-dns deadline phase
+  kc delete pod -n default "${pod}" --ignore-not-found --wait=true >/dev/null
+  kc run -n default "${pod}" --image=docker.io/cloudnativelabs/kube-router:v2.1.0 --image-pull-policy=Never \
+    --restart=Never --command -- nslookup kubernetes.default.svc.cluster.local >/dev/null
+  deadline=$((SECONDS + TIMEOUT))
+  while phase=$(kc get pod -n default "${pod}" -o 'jsonpath={.status.phase}'); [[ ${phase} != Succeeded ]]; do
+    [[ ${phase} != Failed ]] || { kc logs -n default "${pod}" | sed 's/^/    /' >&2; die "the DNS query failed"; }
+    ((SECONDS < deadline)) || die "the DNS probe Pod did not finish within ${TIMEOUT}s (phase ${phase})"
+    sleep 0.5
+  done
+  kc logs -n default "${pod}" | sed '/^$/d; s/^/    /'
+  kc delete pod -n default "${pod}" --wait=false >/dev/null
+}
+
+# top_nodes prints `kubectl top nodes`, retrying until metrics-server has scraped the node
+# (its first scrape comes one resolution, 15s, after it starts).
+top_nodes() {
+  local deadline=$((SECONDS + TIMEOUT)) out
+  until out=$(kc top nodes 2>&1); do
+    ((SECONDS < deadline)) || die "kubectl top nodes: ${out}"
+    sleep 2
+  done
+  sed 's/^/    /' <<<"${out}"
+}
+
+# up_fake_nodes applies every sample on kwok's fake nodes.
+up_fake_nodes() {
   step "Applying the samples (config/samples)"
   FAILED_STEP="applying the samples"
   kc apply -k "${ROOT}/config/samples" | sed 's/^/    /'
@@ -331,7 +481,7 @@ cmd_up() {
   FAILED_STEP="waiting for the add-ons to be Ready"
   kc wait --for=condition=Ready --timeout="${TIMEOUT}s" -n kube-system \
     coredns/coredns nodelocaldns/nodelocaldns dashboard/dashboard kubeproxy/kube-proxy kuberouter/kube-router | sed 's/^/    /'
-  # This cluster has no pod network and publishes no endpoints, so the API server cannot
+  # Fake nodes run no Pods and the cluster publishes no endpoints, so the API server cannot
   # reach metrics-server: its Deployment becomes available, its APIService does not, and
   # the MetricsServer says so instead of turning Ready.
   step "Waiting for metrics-server's Deployment to be available (its API cannot be: see below)"
@@ -345,28 +495,16 @@ cmd_up() {
   kc get addons -A
   step "Their workloads"
   kc get deploy,ds,svc -A -l app.kubernetes.io/managed-by=kaddons
-
-  end_step
-  printf '==> %s\n' "Demo ready in $((SECONDS - start))s"
-  cat <<EOF
-    Look around as the cluster admin:
-      $(cluster env)
-      kubectl get addons -A
-      kubectl describe coredns -n kube-system coredns
-      kubectl get metricsserver -n kube-system metrics-server -o jsonpath='{.status.conditions}'
-      kubectl get deploy,svc,cm -n kube-system -l app.kubernetes.io/managed-by=kaddons
-    Pin another version and watch the rollout:
-      kubectl patch coredns -n kube-system coredns --type=merge -p '{"spec":{"version":"1.11.3"}}'
-      kubectl get coredns -n kube-system -w
-    The operator's log: ${LOG_FILE}
-    Stop everything: make demo-down
-EOF
 }
 
 cmd_down() {
   lock
   step "Stopping the operator"
   stop_manager
+  if [[ -f ${KADDONS_NODE_DIR:-${ROOT}/.local/node}/host-before.txt ]]; then
+    step "Stopping the real node and undoing its changes to the host (hack/node.sh down)"
+    node down
+  fi
   step "Stopping the local cluster and deleting its state"
   cluster down --wipe
   rm -f "${SA_KUBECONFIG}" "${LOG_FILE}" "${LOG_FILE}.1" "${DEMO_DIR}/build.log"

@@ -17,12 +17,14 @@
 #                               that `up` installed
 #   hack/node.sh status         processes, the node's conditions
 #   hack/node.sh check          compare the host with the snapshot taken before `up`
-#   hack/node.sh images         build the add-on images that are not cached (CoreDNS,
+#   hack/node.sh images [NAME[:TAG]...]
+#                               build the add-on images that are not cached (CoreDNS,
 #                               metrics-server, kube-proxy, kube-router: hack/addonimages,
 #                               from the Go module proxy and Debian packages; nothing is
 #                               pulled) and import each into the node's containerd under the
 #                               exact reference its package names; `up` imports those
-#                               already built
+#                               already built. Names select images (coredns:v1.12.1);
+#                               without a running node they are only built
 #   hack/node.sh smoke          a temporary bridge+host-local CNI config, a pause Pod that
 #                               must become Running on the node, then everything torn
 #                               down (cluster included); prints the timings
@@ -82,6 +84,7 @@ WATCHED_DIRS=(/run /var/lib /var/log /etc /opt /var/lib/kubelet /var/lib/cni /us
 REMOVABLE=(/var/lib/kubelet /var/log/containers /var/log/pods /var/lib/cni /run/containerd
   /run/netns /var/lib/containerd /run/runc /etc/cni /opt/cni /opt/containerd
   /run/mount # util-linux umount keeps its utab there
+  /run/xtables.lock # the iptables lock that kube-proxy and kube-router mount (FileOrCreate)
   /usr/lib/modules) # see ensure_lib_modules
 
 CONTAINERD_DIR=${NODE_DIR}/containerd
@@ -449,7 +452,7 @@ import_image() {
 # with "build", it builds the missing ones first, otherwise it imports those that are built.
 import_addon_images() {
   local ref tar n=0 skipped=0
-  [[ ${1:-} == build ]] && addonimages build
+  if [[ ${1:-} == build ]]; then shift; addonimages build "$@"; fi
   while read -r ref tar; do
     if [[ ! -f ${tar} ]]; then
       skipped=$((skipped + 1))
@@ -808,9 +811,14 @@ cmd_down() {
 # running node's containerd.
 cmd_images() {
   [[ $(id -u) == 0 ]] || die "needs root"
-  ctr --address "${SOCK}" version >/dev/null 2>&1 || die "the node's containerd is not running (hack/node.sh up)"
   local t=${SECONDS}
-  import_addon_images build
+  if ! ctr --address "${SOCK}" version >/dev/null 2>&1; then
+    # Without a running node the images are only built (and cached): `up` imports them.
+    addonimages build "$@"
+    log "add-on images built in $((SECONDS - t))s; \`up\` imports them"
+    return 0
+  fi
+  import_addon_images build "$@"
   log "add-on images built and imported in $((SECONDS - t))s:"
   # ctr's columns: REF TYPE DIGEST SIZE (two words) PLATFORMS LABELS.
   ctr_ images ls 2>/dev/null | awk 'NR == 1 { printf "  %-54s %10s  %s\n", "REFERENCE", "SIZE", "MANIFEST" }
@@ -945,7 +953,7 @@ case ${1:-} in
   down) shift; cmd_down "$@" ;;
   status) cmd_status ;;
   check) cmd_check ;;
-  images) cmd_images ;;
+  images) shift; cmd_images "$@" ;;
   smoke) cmd_smoke ;;
   -h|--help|help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' ;;
   *) die "usage: $0 up|down [--purge]|status|check|images|smoke (see --help)" ;;
