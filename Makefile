@@ -319,6 +319,12 @@ test-faults: ## Run the fault suite on a local cluster of its own: control-plane
 	hack/toolchain.sh build
 	go test -tags e2e,faults ./test/e2e/... -run '^TestFault' -count=1 -timeout 30m -v
 
+.PHONY: test-node
+test-node: ## Run kaddons on a REAL node (root): bootstrap its network, DNS answers, drift, a crashing upgrade rolled back, metrics (test/e2e, tag node).
+	hack/toolchain.sh build
+	hack/toolchain.sh build kubelet
+	go test -tags e2e,node ./test/e2e/... -run '^TestRealNode' -count=1 -timeout 40m -v
+
 .PHONY: test-bootstrap
 test-bootstrap: ## Drive the real bootstrap tools against local clusters: Cluster API's ClusterResourceSet and Flux (test/e2e, tag bootstrap).
 	hack/toolchain.sh build

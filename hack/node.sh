@@ -291,6 +291,18 @@ ensure_lib_modules() {
   mkdir -p /lib/modules
 }
 
+# route_cluster_ranges routes the cluster's service and pod ranges to the bridge, so that
+# a packet to a Service or Pod address that no kube-proxy rule or Pod route claims stays on
+# this machine instead of leaving by the default route. kube-proxy's DNAT and the CNI's
+# per-node routes (more specific) still apply. The routes go with the bridge.
+route_cluster_ranges() {
+  local cidr
+  for cidr in "$(cluster_setting service_cidr)" "$(cluster_setting cluster_cidr)"; do
+    [[ -n ${cidr} ]] || continue
+    ip route replace "${cidr}" dev "${BRIDGE}" src "${NODE_IP}"
+  done
+}
+
 setup_bridge() {
   if ! ip link show "${BRIDGE}" >/dev/null 2>&1; then
     log "creating bridge ${BRIDGE} with ${NODE_IP}/24 (private; nothing routes it off this machine)"
@@ -576,6 +588,7 @@ cmd_up() {
   setup_bridge
   log "starting the local cluster on ${NODE_IP} (hack/local-cluster.sh up)"
   LOCAL_CLUSTER_NODE_IP=${NODE_IP} LOCAL_CLUSTER_DIR=${CLUSTER_DIR} "${ROOT}/hack/local-cluster.sh" up
+  route_cluster_ranges
   issue_kubelet_cert
   write_kubelet_kubeconfig
   setup_cgroups

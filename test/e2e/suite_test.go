@@ -83,6 +83,12 @@ var (
 	suiteManager *managerProcess
 
 	teardownOnce sync.Once
+
+	// startCluster starts the suite's cluster, and stopCluster stops it and deletes its
+	// state: the local cluster with kwok's fake nodes, unless a suite (the real node's)
+	// replaces them in its init.
+	startCluster = func() error { return runLocalCluster(os.Stderr, "up") }
+	stopCluster  = func() error { return runLocalCluster(os.Stderr, "down", "--wipe") }
 )
 
 func init() {
@@ -190,7 +196,7 @@ func setup() error {
 	go func() { built <- buildManager() }()
 
 	logf("starting the local cluster")
-	if err := runLocalCluster(os.Stderr, "up"); err != nil {
+	if err := startCluster(); err != nil {
 		if buildErr := <-built; buildErr != nil {
 			logf("%v", buildErr)
 		}
@@ -248,7 +254,7 @@ func teardown() {
 			logf("  %s hack/local-cluster.sh down --wipe", strings.Join(clusterEnv[:1], " "))
 			return
 		}
-		if err := runLocalCluster(os.Stderr, "down", "--wipe"); err != nil {
+		if err := stopCluster(); err != nil {
 			logf("stopping the local cluster: %v", err)
 		}
 		if err := os.RemoveAll(workDir); err != nil {

@@ -1,0 +1,429 @@
+//go:build e2e && node
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+)
+
+// Bounds of the real-node cases: what a user may expect of kaddons on a node, generous
+// enough for a busy 2-core machine. They are limits, not measurements.
+const (
+	// driftRecoveryBound is how long DNS may be unanswered after the CoreDNS Deployment
+	// was deleted: kaddons re-creates it from its watch, and the new Pods start and turn
+	// Ready (their readiness probe waits for the kubernetes plugin's first sync).
+	driftRecoveryBound = 90 * time.Second
+	// crashingVersion is a test package (testdata/packages) whose CoreDNS exits at start.
+	crashingVersion = "1.12.1-crashing"
+	// upgradeTimeout is the crashing upgrade's spec.upgrade.timeout.
+	upgradeTimeout = "45s"
+	// dnsQueryTimeout bounds one DNS query; a query is retried once, as a resolver with
+	// resolv.conf's `attempts: 2` does.
+	dnsQueryTimeout = 2 * time.Second
+)
+
+// kubernetesName is the name every cluster DNS must answer.
+const kubernetesName = "kubernetes.default.svc.cluster.local"
+
+// TestRealNode runs kaddons' promise on a real node, in order: it bootstraps the node's network,
+// its CoreDNS answers, survives the deletion of its Deployment, a crashing upgrade is rolled
+// back without unanswered queries, and metrics-server serves metrics. Each step builds on
+// the cluster the one before left.
+func TestRealNode(t *testing.T) {
+	dumpOnFailure(t)
+	steps := []struct {
+		name string
+		run  func(t *testing.T)
+	}{
+		{"bootstrap: the CNI and kube-proxy make the node Ready, and a Pod's DNS query is answered", testNodeBootstrap},
+		{"drift: DNS answers again after the CoreDNS Deployment is deleted", testNodeDrift},
+		{"rollback: a crashing CoreDNS upgrade is rolled back, every DNS query answered", testNodeRollback},
+		{"metrics: MetricsServer is Ready and the metrics API serves node and Pod metrics", testNodeMetrics},
+	}
+	for _, s := range steps {
+		if !t.Run(s.name, s.run) {
+			t.Fatalf("%q failed; the later steps need what it sets up", s.name)
+		}
+	}
+}
+
+func testNodeBootstrap(t *testing.T) {
+	g := NewWithT(t)
+	ready := nodeReadyCondition(g)
+	g.Expect(ready.Status).To(Equal(corev1.ConditionFalse), "the node is Ready before it has a pod network")
+	g.Expect(ready.Message).To(ContainSubstring("NetworkPluginNotReady"), "the node is NotReady for another reason than the network")
+
+	_, err := kubectlIn(fmt.Sprintf(`apiVersion: addons.kaddons.dev/v1alpha1
+kind: KubeRouter
+metadata: {name: kube-router, namespace: kube-system}
+spec:
+  channel: stable
+  apiServerEndpoint: %[1]q
+  cniConfDir: %[2]q
+  cniBinDir: %[3]q
+---
+apiVersion: addons.kaddons.dev/v1alpha1
+kind: KubeProxy
+metadata: {name: kube-proxy, namespace: kube-system}
+spec:
+  channel: stable
+  apiServerEndpoint: %[1]q
+  clusterCIDR: %[4]q
+`, node.APIServerEndpoint, node.CNIConfDir, node.CNIBinDir, node.ClusterCIDR), "apply", "-f", "-")
+	g.Expect(err).NotTo(HaveOccurred())
+
+	g.Eventually(func(g Gomega) {
+		ready := nodeReadyCondition(g)
+		g.Expect(ready.Status).To(Equal(corev1.ConditionTrue), "node: %s: %s", ready.Reason, ready.Message)
+	}).WithTimeout(readyTimeout).WithPolling(poll).Should(Succeed(), "the node never became Ready")
+	expectAddonReady(t, &addonsv1alpha1.KubeRouter{}, "kube-system", "kube-router")
+	expectAddonReady(t, &addonsv1alpha1.KubeProxy{}, "kube-system", "kube-proxy")
+	// kube-router wrote its CNI configuration and installed the plugins it uses into the
+	// node's folders, which the add-on's fields named.
+	for _, f := range []string{filepath.Join(node.CNIConfDir, "10-kuberouter.conflist"), filepath.Join(node.CNIBinDir, "bridge"), filepath.Join(node.CNIBinDir, "host-local")} {
+		_, err := os.Stat(f)
+		g.Expect(err).NotTo(HaveOccurred(), "kube-router left no %s", f)
+	}
+
+	_, err = kubectlIn(fmt.Sprintf(`apiVersion: addons.kaddons.dev/v1alpha1
+kind: CoreDNS
+metadata: {name: coredns, namespace: kube-system}
+spec:
+  channel: stable
+  clusterIP: %q
+  replicas: 2
+`, node.ClusterDNS), "apply", "-f", "-")
+	g.Expect(err).NotTo(HaveOccurred())
+	expectAddonReady(t, &addonsv1alpha1.CoreDNS{}, "kube-system", "coredns")
+	pods := podsOf(g, "kube-system", "k8s-app=kube-dns")
+	g.Expect(pods).To(HaveLen(2))
+	for _, p := range pods {
+		g.Expect(p.Spec.NodeName).To(Equal(node.Name))
+		g.Expect(p.Status.PodIP).NotTo(BeEmpty())
+	}
+
+	// A Pod resolves the API server's Service name through the cluster DNS (the kubelet's
+	// clusterDNS, the kube-dns Service kaddons created): busybox's nslookup in the
+	// kube-router image, the only image here with a DNS client.
+	kubernetesIP := serviceIP(g, "default", "kubernetes")
+	ns := newNamespace(t, "node-dns")
+	_, err = kubectl("run", "-n", ns, "dns-probe", "--image=docker.io/cloudnativelabs/kube-router:v2.1.0",
+		"--image-pull-policy=Never", "--restart=Never", "--command", "--", "nslookup", kubernetesName)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func(g Gomega) {
+		pod := &corev1.Pod{}
+		g.Expect(k8sClient.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: "dns-probe"}, pod)).To(Succeed())
+		g.Expect(pod.Status.Phase).To(Equal(corev1.PodSucceeded), "the DNS probe Pod: %s", pod.Status.Phase)
+	}).WithTimeout(readyTimeout).WithPolling(poll).Should(Succeed())
+	answer, err := kubectl("logs", "-n", ns, "dns-probe")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(answer).To(ContainSubstring("Server:\t\t"+node.ClusterDNS), "the Pod asked another server than the cluster DNS")
+	g.Expect(answer).To(MatchRegexp(`Name:\s+`+strings.ReplaceAll(kubernetesName, ".", `\.`)+`\s+Address:\s+`+strings.ReplaceAll(kubernetesIP, ".", `\.`)),
+		"the Pod did not get the kubernetes Service's address")
+}
+
+func testNodeDrift(t *testing.T) {
+	g := NewWithT(t)
+	loop := startDNSLoop(t)
+	g.Eventually(loop.answered).WithTimeout(readyTimeout).WithPolling(poll).Should(BeNumerically(">", 0), "no DNS answer before the deletion")
+
+	deployment := &appsv1.Deployment{}
+	g.Expect(k8sClient.Get(context.Background(), types.NamespacedName{Namespace: "kube-system", Name: "coredns"}, deployment)).To(Succeed())
+	oldUID := deployment.UID
+	deleted := time.Now()
+	g.Expect(k8sClient.Delete(context.Background(), deployment, client.PropagationPolicy(metav1.DeletePropagationForeground))).To(Succeed())
+
+	// The old Pods go, then kaddons' Deployment brings new ones: DNS answers again.
+	g.Eventually(func(g Gomega) {
+		d := &appsv1.Deployment{}
+		g.Expect(k8sClient.Get(context.Background(), types.NamespacedName{Namespace: "kube-system", Name: "coredns"}, d)).To(Succeed())
+		g.Expect(d.UID).NotTo(Equal(oldUID), "the deleted Deployment is still there")
+	}).WithTimeout(driftRecoveryBound).WithPolling(poll).Should(Succeed(), "kaddons did not re-create the CoreDNS Deployment")
+	g.Eventually(func() time.Time { return loop.lastAnswer() }).WithTimeout(driftRecoveryBound).WithPolling(poll).
+		Should(BeTemporally(">", time.Now().Add(-time.Second)), "DNS did not answer again within %s of the deletion", driftRecoveryBound)
+	t.Logf("DNS answers again %s after the Deployment was deleted (bound %s); %s", time.Since(deleted).Round(time.Second), driftRecoveryBound, loop)
+	loop.stop()
+	expectAddonReady(t, &addonsv1alpha1.CoreDNS{}, "kube-system", "coredns")
+}
+
+func testNodeRollback(t *testing.T) {
+	g := NewWithT(t)
+	before := &addonsv1alpha1.CoreDNS{}
+	g.Expect(k8sClient.Get(context.Background(), types.NamespacedName{Namespace: "kube-system", Name: "coredns"}, before)).To(Succeed())
+	healthy := before.Status.LastHealthyVersion
+	g.Expect(healthy).NotTo(BeEmpty())
+	// The promise: the Deployment rolls with maxUnavailable 1 of 2 replicas, so one Ready
+	// CoreDNS serves throughout, and CoreDNS answers during its 5s lameduck while
+	// endpoints drop a Pod that stops. No query may go unanswered.
+	d := &appsv1.Deployment{}
+	g.Expect(k8sClient.Get(context.Background(), types.NamespacedName{Namespace: "kube-system", Name: "coredns"}, d)).To(Succeed())
+	g.Expect(d.Spec.Replicas).To(HaveValue(BeEquivalentTo(2)))
+	g.Expect(d.Spec.Strategy.RollingUpdate.MaxUnavailable.String()).To(Equal("1"))
+
+	loop := startDNSLoop(t)
+	g.Eventually(loop.answered).WithTimeout(readyTimeout).WithPolling(poll).Should(BeNumerically(">", 0))
+	_, err := kubectl("patch", "coredns", "-n", "kube-system", "coredns", "--type=merge", "-p",
+		fmt.Sprintf(`{"spec":{"version":%q,"upgrade":{"timeout":%q}}}`, crashingVersion, upgradeTimeout))
+	g.Expect(err).NotTo(HaveOccurred())
+
+	// The new version's CoreDNS really crashes: a container of the new ReplicaSet exits.
+	g.Eventually(func(g Gomega) {
+		crashed := false
+		for _, p := range podsOf(g, "kube-system", "k8s-app=kube-dns") {
+			if !slices.Contains(p.Spec.Containers[0].Args, "/etc/coredns/no-such-Corefile") {
+				continue
+			}
+			for _, s := range p.Status.ContainerStatuses {
+				if t := s.LastTerminationState.Terminated; t != nil && t.ExitCode != 0 {
+					crashed = true
+				}
+				if t := s.State.Terminated; t != nil && t.ExitCode != 0 {
+					crashed = true
+				}
+			}
+		}
+		g.Expect(crashed).To(BeTrue(), "no Pod of %s exited yet", crashingVersion)
+	}).WithTimeout(readyTimeout).WithPolling(poll).Should(Succeed())
+
+	// kaddons gives up after the upgrade timeout and rolls back to the healthy version.
+	g.Eventually(func(g Gomega) {
+		cr := &addonsv1alpha1.CoreDNS{}
+		g.Expect(k8sClient.Get(context.Background(), types.NamespacedName{Namespace: "kube-system", Name: "coredns"}, cr)).To(Succeed())
+		g.Expect(cr.Status.Upgrade).NotTo(BeNil())
+		g.Expect(cr.Status.Upgrade.FailedVersion).To(Equal(crashingVersion))
+		g.Expect(cr.Status.AppliedVersion).To(Equal(healthy))
+		degraded := meta.FindStatusCondition(cr.Status.Conditions, addonsv1alpha1.ConditionDegraded)
+		g.Expect(degraded).NotTo(BeNil())
+		g.Expect(degraded.Reason).To(Equal("UpgradeFailed"))
+		ready := meta.FindStatusCondition(cr.Status.Conditions, addonsv1alpha1.ConditionReady)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Status).To(Equal(metav1.ConditionTrue), "Ready: %s: %s", ready.Reason, ready.Message)
+		d := &appsv1.Deployment{}
+		g.Expect(k8sClient.Get(context.Background(), types.NamespacedName{Namespace: "kube-system", Name: "coredns"}, d)).To(Succeed())
+		expectRolledOut(g, d, 2)
+		g.Expect(d.Spec.Template.Spec.Containers[0].Args).NotTo(ContainElement("/etc/coredns/no-such-Corefile"))
+	}).WithTimeout(readyTimeout).WithPolling(poll).Should(Succeed(), "the crashing upgrade was not rolled back")
+	expectEvent(g, "kube-system", "coredns", "RolledBack")
+
+	loop.stop()
+	t.Logf("during the crashing upgrade and its rollback: %s", loop)
+	g.Expect(loop.answered()).To(BeNumerically(">", 0))
+	g.Expect(loop.failures()).To(BeEmpty(), "DNS queries went unanswered while one CoreDNS was always Ready")
+}
+
+func testNodeMetrics(t *testing.T) {
+	g := NewWithT(t)
+	_, err := kubectlIn(`apiVersion: addons.kaddons.dev/v1alpha1
+kind: MetricsServer
+metadata: {name: metrics-server, namespace: kube-system}
+spec:
+  channel: stable
+  kubeletInsecureTLS: true
+  metricResolution: 15s
+`, "apply", "-f", "-")
+	g.Expect(err).NotTo(HaveOccurred())
+	// Ready includes the APIService: the API server reached metrics-server on the node.
+	expectAddonReady(t, &addonsv1alpha1.MetricsServer{}, "kube-system", "metrics-server")
+
+	g.Eventually(func(g Gomega) {
+		nodes := &unstructured.UnstructuredList{}
+		nodes.SetGroupVersionKind(schema.GroupVersionKind{Group: "metrics.k8s.io", Version: "v1beta1", Kind: "NodeMetricsList"})
+		g.Expect(k8sClient.List(context.Background(), nodes)).To(Succeed())
+		g.Expect(nodes.Items).To(HaveLen(1))
+		g.Expect(nodes.Items[0].GetName()).To(Equal(node.Name))
+		cpu, _, _ := unstructured.NestedString(nodes.Items[0].Object, "usage", "cpu")
+		memory, _, _ := unstructured.NestedString(nodes.Items[0].Object, "usage", "memory")
+		g.Expect(cpu).NotTo(BeEmpty())
+		g.Expect(memory).NotTo(BeEmpty())
+	}).WithTimeout(readyTimeout).WithPolling(2*time.Second).Should(Succeed(), "no node metrics")
+
+	g.Eventually(func(g Gomega) {
+		pods := &unstructured.UnstructuredList{}
+		pods.SetGroupVersionKind(schema.GroupVersionKind{Group: "metrics.k8s.io", Version: "v1beta1", Kind: "PodMetricsList"})
+		g.Expect(k8sClient.List(context.Background(), pods, client.InNamespace("kube-system"))).To(Succeed())
+		var names []string
+		for _, p := range pods.Items {
+			names = append(names, p.GetName())
+		}
+		g.Expect(names).To(ContainElement(HavePrefix("coredns-")))
+		g.Expect(names).To(ContainElement(HavePrefix("metrics-server-")))
+	}).WithTimeout(readyTimeout).WithPolling(2*time.Second).Should(Succeed(), "no Pod metrics")
+
+	out, err := kubectl("top", "nodes")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(out).To(ContainSubstring(node.Name))
+	t.Logf("kubectl top nodes:\n%s", out)
+}
+
+// nodeReadyCondition returns the real node's Ready condition.
+func nodeReadyCondition(g Gomega) corev1.NodeCondition {
+	n := &corev1.Node{}
+	g.Expect(k8sClient.Get(context.Background(), types.NamespacedName{Name: node.Name}, n)).To(Succeed())
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c
+		}
+	}
+	g.Expect("no Ready condition").To(BeEmpty())
+	return corev1.NodeCondition{}
+}
+
+// expectAddonReady waits until the add-on is Ready for its current generation.
+func expectAddonReady(t *testing.T, obj addonsv1alpha1.Addon, ns, name string) {
+	t.Helper()
+	NewWithT(t).Eventually(func(g Gomega) {
+		g.Expect(k8sClient.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, obj)).To(Succeed())
+		ready := meta.FindStatusCondition(obj.GetAddonStatus().Conditions, addonsv1alpha1.ConditionReady)
+		g.Expect(ready).NotTo(BeNil(), "no Ready condition yet")
+		g.Expect(ready.ObservedGeneration).To(Equal(obj.GetGeneration()), "Ready is about an older generation")
+		g.Expect(ready.Status).To(Equal(metav1.ConditionTrue), "Ready: %s: %s", ready.Reason, ready.Message)
+	}).WithTimeout(readyTimeout).WithPolling(poll).Should(Succeed(), "%T %s/%s never became Ready", obj, ns, name)
+}
+
+// podsOf lists the Pods in ns with the label selector.
+func podsOf(g Gomega, ns, selector string) []corev1.Pod {
+	sel, err := metav1.ParseToLabelSelector(selector)
+	g.Expect(err).NotTo(HaveOccurred())
+	labels, err := metav1.LabelSelectorAsSelector(sel)
+	g.Expect(err).NotTo(HaveOccurred())
+	pods := &corev1.PodList{}
+	g.Expect(k8sClient.List(context.Background(), pods, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: labels})).To(Succeed())
+	return pods.Items
+}
+
+// serviceIP returns the clusterIP of Service ns/name.
+func serviceIP(g Gomega, ns, name string) string {
+	svc := &corev1.Service{}
+	g.Expect(k8sClient.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, svc)).To(Succeed())
+	return svc.Spec.ClusterIP
+}
+
+// expectEvent checks that the add-on CoreDNS ns/name has an event with reason.
+func expectEvent(g Gomega, ns, name, reason string) {
+	events := &corev1.EventList{}
+	g.Expect(k8sClient.List(context.Background(), events, client.InNamespace(ns))).To(Succeed())
+	var reasons []string
+	for _, e := range events.Items {
+		if e.InvolvedObject.Kind == "CoreDNS" && e.InvolvedObject.Name == name {
+			reasons = append(reasons, e.Reason)
+		}
+	}
+	g.Expect(reasons).To(ContainElement(reason))
+}
+
+// dnsLoop queries the cluster DNS Service from this machine (through kube-proxy's rules,
+// as a Pod's queries go) for the kubernetes Service's name, one query after another, and
+// counts the answers and the queries that failed twice.
+type dnsLoop struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu       sync.Mutex
+	ok       int
+	failed   []string
+	last     time.Time
+	resolver *net.Resolver
+}
+
+// startDNSLoop starts a loop that runs until stop (or the end of t).
+func startDNSLoop(t *testing.T) *dnsLoop {
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &dnsLoop{cancel: cancel, done: make(chan struct{})}
+	server := net.JoinHostPort(node.ClusterDNS, "53")
+	l.resolver = &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, server)
+	}}
+	go l.run(ctx)
+	t.Cleanup(l.stop)
+	return l
+}
+
+func (l *dnsLoop) run(ctx context.Context) {
+	defer close(l.done)
+	for ctx.Err() == nil {
+		var err error
+		for attempt := 0; attempt < 2; attempt++ {
+			if err = l.query(ctx); err == nil {
+				break
+			}
+		}
+		l.mu.Lock()
+		switch {
+		case err == nil:
+			l.ok++
+			l.last = time.Now()
+		case ctx.Err() == nil:
+			l.failed = append(l.failed, fmt.Sprintf("%s: %v", time.Now().Format(time.TimeOnly), err))
+		}
+		l.mu.Unlock()
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// query resolves the kubernetes Service's name once.
+func (l *dnsLoop) query(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, dnsQueryTimeout)
+	defer cancel()
+	addrs, err := l.resolver.LookupHost(ctx, kubernetesName+".")
+	if err != nil {
+		return err
+	}
+	if len(addrs) == 0 {
+		return fmt.Errorf("no address for %s", kubernetesName)
+	}
+	return nil
+}
+
+func (l *dnsLoop) stop() {
+	l.cancel()
+	<-l.done
+}
+
+func (l *dnsLoop) answered() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ok
+}
+
+func (l *dnsLoop) lastAnswer() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.last
+}
+
+func (l *dnsLoop) failures() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.failed)
+}
+
+func (l *dnsLoop) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return fmt.Sprintf("%d queries answered, %d unanswered", l.ok, len(l.failed))
+}
