@@ -97,8 +97,8 @@ spec:
 		ready := nodeReadyCondition(g)
 		g.Expect(ready.Status).To(Equal(corev1.ConditionTrue), "node: %s: %s", ready.Reason, ready.Message)
 	}).WithTimeout(readyTimeout).WithPolling(poll).Should(Succeed(), "the node never became Ready")
-	expectAddonReady(t, &addonsv1alpha1.KubeRouter{}, "kube-system", "kube-router")
-	expectAddonReady(t, &addonsv1alpha1.KubeProxy{}, "kube-system", "kube-proxy")
+	expectAddonReady(t, &addonsv1alpha1.KubeRouter{}, "kube-router")
+	expectAddonReady(t, &addonsv1alpha1.KubeProxy{}, "kube-proxy")
 	// kube-router wrote its CNI configuration and installed the plugins it uses into the
 	// node's folders, which the add-on's fields named.
 	for _, f := range []string{filepath.Join(node.CNIConfDir, "10-kuberouter.conflist"), filepath.Join(node.CNIBinDir, "bridge"), filepath.Join(node.CNIBinDir, "host-local")} {
@@ -115,7 +115,7 @@ spec:
   replicas: 2
 `, node.ClusterDNS), "apply", "-f", "-")
 	g.Expect(err).NotTo(HaveOccurred())
-	expectAddonReady(t, &addonsv1alpha1.CoreDNS{}, "kube-system", "coredns")
+	expectAddonReady(t, &addonsv1alpha1.CoreDNS{}, "coredns")
 	pods := podsOf(g, "kube-system", "k8s-app=kube-dns")
 	g.Expect(pods).To(HaveLen(2))
 	for _, p := range pods {
@@ -164,7 +164,7 @@ func testNodeDrift(t *testing.T) {
 		Should(BeTemporally(">", time.Now().Add(-time.Second)), "DNS did not answer again within %s of the deletion", driftRecoveryBound)
 	t.Logf("DNS answers again %s after the Deployment was deleted (bound %s); %s", time.Since(deleted).Round(time.Second), driftRecoveryBound, loop)
 	loop.stop()
-	expectAddonReady(t, &addonsv1alpha1.CoreDNS{}, "kube-system", "coredns")
+	expectAddonReady(t, &addonsv1alpha1.CoreDNS{}, "coredns")
 }
 
 func testNodeRollback(t *testing.T) {
@@ -244,7 +244,7 @@ spec:
 `, "apply", "-f", "-")
 	g.Expect(err).NotTo(HaveOccurred())
 	// Ready includes the APIService: the API server reached metrics-server on the node.
-	expectAddonReady(t, &addonsv1alpha1.MetricsServer{}, "kube-system", "metrics-server")
+	expectAddonReady(t, &addonsv1alpha1.MetricsServer{}, "metrics-server")
 
 	g.Eventually(func(g Gomega) {
 		nodes := &unstructured.UnstructuredList{}
@@ -262,7 +262,7 @@ spec:
 		pods := &unstructured.UnstructuredList{}
 		pods.SetGroupVersionKind(schema.GroupVersionKind{Group: "metrics.k8s.io", Version: "v1beta1", Kind: "PodMetricsList"})
 		g.Expect(k8sClient.List(context.Background(), pods, client.InNamespace("kube-system"))).To(Succeed())
-		var names []string
+		names := make([]string, 0, len(pods.Items))
 		for _, p := range pods.Items {
 			names = append(names, p.GetName())
 		}
@@ -289,8 +289,10 @@ func nodeReadyCondition(g Gomega) corev1.NodeCondition {
 	return corev1.NodeCondition{}
 }
 
-// expectAddonReady waits until the add-on is Ready for its current generation.
-func expectAddonReady(t *testing.T, obj addonsv1alpha1.Addon, ns, name string) {
+// expectAddonReady waits until the add-on kube-system/name, as a bootstrapper puts it, is
+// Ready for its current generation.
+func expectAddonReady(t *testing.T, obj addonsv1alpha1.Addon, name string) {
+	const ns = "kube-system"
 	t.Helper()
 	NewWithT(t).Eventually(func(g Gomega) {
 		g.Expect(k8sClient.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, obj)).To(Succeed())
