@@ -12,10 +12,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	. "github.com/onsi/gomega"
 )
 
 // nodeImages are the images the real-node cases run: the stable versions of kube-router,
@@ -100,4 +106,64 @@ func readNodeEnv(path string) error {
 		return fmt.Errorf("%s has no %s", path, key)
 	}
 	return nil
+}
+
+// nodeManagerImage is the reference under which the suite imports the manager image it
+// builds into the node's containerd; the installer names it, and nothing pulls it.
+const nodeManagerImage = "kaddons.local/kaddons/manager:node-e2e"
+
+// installManagerOnNode builds the manager image for linux/amd64 (make image's builder),
+// imports it into the node's containerd, and applies the installer (make build-installer)
+// with the manager's KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT set to the API
+// server's address on the node: on a cluster without kube-proxy yet, the kubernetes
+// Service's address leads nowhere, so a bootstrapper gives the control plane's endpoint,
+// as it does to kube-proxy. It returns the installer's path.
+func installManagerOnNode(g Gomega) string {
+	dir := filepath.Join(workDir, "manager-image")
+	run := func(name string, args ...string) {
+		cmd := exec.Command(name, args...)
+		cmd.Dir = repoRoot
+		out, err := cmd.CombinedOutput()
+		g.Expect(err).NotTo(HaveOccurred(), "%s %s:\n%s", name, strings.Join(args, " "), out)
+	}
+	run("go", "run", "./hack/image", "-image", "oci:"+dir, "-platforms", "linux/amd64", "-version", "node-e2e")
+	// The layout holds the image index make image pushes; the node gets its linux/amd64
+	// image as a docker archive named nodeManagerImage, as hack/node.sh imports add-ons.
+	layoutIndex, err := layout.ImageIndexFromPath(dir)
+	g.Expect(err).NotTo(HaveOccurred())
+	outer, err := layoutIndex.IndexManifest()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(outer.Manifests).To(HaveLen(1), "the layout holds one image index")
+	index, err := layoutIndex.ImageIndex(outer.Manifests[0].Digest)
+	g.Expect(err).NotTo(HaveOccurred())
+	platforms, err := index.IndexManifest()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(platforms.Manifests).To(HaveLen(1), "make image built more than linux/amd64")
+	img, err := index.Image(platforms.Manifests[0].Digest)
+	g.Expect(err).NotTo(HaveOccurred())
+	ref, err := name.ParseReference(nodeManagerImage)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(tarball.WriteToFile(dir+".tar", ref, img)).To(Succeed())
+	run("ctr", "--address", filepath.Join(workDir, "node", "containerd", "containerd.sock"), "--namespace", "k8s.io",
+		"images", "import", dir+".tar")
+
+	installer := filepath.Join(workDir, "node-installer", "install.yaml")
+	run("make", "build-installer", "IMG="+nodeManagerImage, "INSTALLER="+installer)
+	data, err := os.ReadFile(installer)
+	g.Expect(err).NotTo(HaveOccurred())
+	host, port, err := net.SplitHostPort(node.APIServerEndpoint)
+	g.Expect(err).NotTo(HaveOccurred())
+	const env = "        env:\n        - name: POD_NAMESPACE\n"
+	g.Expect(strings.Count(string(data), env)).To(Equal(1), "the installer's manager container has no env to extend")
+	edited := strings.Replace(string(data), env, fmt.Sprintf(`        env:
+        - name: KUBERNETES_SERVICE_HOST
+          value: %q
+        - name: KUBERNETES_SERVICE_PORT
+          value: %q
+        - name: POD_NAMESPACE
+`, host, port), 1)
+	g.Expect(os.WriteFile(installer, []byte(edited), 0o600)).To(Succeed())
+	_, err = kubectl("apply", "--server-side", "--force-conflicts", "-f", installer)
+	g.Expect(err).NotTo(HaveOccurred())
+	return installer
 }

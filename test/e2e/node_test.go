@@ -56,7 +56,7 @@ func TestRealNode(t *testing.T) {
 		name string
 		run  func(t *testing.T)
 	}{
-		{"bootstrap: the CNI and kube-proxy make the node Ready, and a Pod's DNS query is answered", testNodeBootstrap},
+		{"bootstrap: kaddons, a Pod on the NotReady node, installs the CNI and kube-proxy, the node turns Ready, and a Pod's DNS query is answered", testNodeBootstrap},
 		{"drift: DNS answers again after the CoreDNS Deployment is deleted", testNodeDrift},
 		{"rollback: a crashing CoreDNS upgrade is rolled back, every DNS query answered", testNodeRollback},
 		{"metrics: MetricsServer is Ready and the metrics API serves node and Pod metrics", testNodeMetrics},
@@ -73,6 +73,25 @@ func testNodeBootstrap(t *testing.T) {
 	ready := nodeReadyCondition(g)
 	g.Expect(ready.Status).To(Equal(corev1.ConditionFalse), "the node is Ready before it has a pod network")
 	g.Expect(ready.Message).To(ContainSubstring("NetworkPluginNotReady"), "the node is NotReady for another reason than the network")
+
+	// kaddons runs as a bootstrapper installs it: the installer's Deployment, its image
+	// on the node, on the host network with its bootstrap tolerations. The suite's manager
+	// on this machine steps aside until the bootstrap is done, and takes over again after
+	// (the later steps use test packages that only it reads).
+	suiteManager.stop()
+	t.Cleanup(func() { handOverToSuiteManager(t) })
+	installManagerOnNode(g)
+	g.Eventually(func(g Gomega) {
+		pods := podsOf(g, operatorNamespace, "control-plane=controller-manager")
+		g.Expect(pods).To(HaveLen(1))
+		p := pods[0]
+		g.Expect(p.Spec.NodeName).To(Equal(node.Name))
+		g.Expect(p.Spec.HostNetwork).To(BeTrue())
+		g.Expect(p.Spec.Containers[0].Image).To(Equal(nodeManagerImage))
+		g.Expect(p.Status.ContainerStatuses).To(HaveLen(1))
+		g.Expect(p.Status.ContainerStatuses[0].Ready).To(BeTrue(), "the manager Pod is not ready: %+v", p.Status.ContainerStatuses[0].State)
+	}).WithTimeout(readyTimeout).WithPolling(poll).Should(Succeed(), "the manager Pod never ran on the node")
+	g.Expect(nodeReadyCondition(g).Status).To(Equal(corev1.ConditionFalse), "the node turned Ready before kaddons installed its network")
 
 	_, err := kubectlIn(fmt.Sprintf(`apiVersion: addons.kaddons.dev/v1alpha1
 kind: KubeRouter
@@ -141,6 +160,26 @@ spec:
 	g.Expect(answer).To(ContainSubstring("Server:\t\t"+node.ClusterDNS), "the Pod asked another server than the cluster DNS")
 	g.Expect(answer).To(MatchRegexp(`Name:\s+`+strings.ReplaceAll(kubernetesName, ".", `\.`)+`\s+Address:\s+`+strings.ReplaceAll(kubernetesIP, ".", `\.`)),
 		"the Pod did not get the kubernetes Service's address")
+	// Every add-on so far was applied by the manager Pod: no manager ran on this machine.
+	for _, p := range allManagers() {
+		g.Expect(p.alive()).To(BeFalse(), "a manager process of the suite ran during the bootstrap")
+	}
+	handOverToSuiteManager(t)
+}
+
+// handOverToSuiteManager stops the manager Deployment (scaled to zero, its Pod gone) and
+// makes sure the suite's manager runs on this machine again. Running it twice is harmless.
+func handOverToSuiteManager(t *testing.T) {
+	t.Helper()
+	if _, err := kubectl("scale", "deployment", "-n", operatorNamespace, "kaddons-controller-manager", "--replicas=0"); err != nil {
+		t.Logf("scaling the manager Deployment to zero: %v", err)
+	}
+	if _, err := kubectl("wait", "--for=delete", "pod", "-n", operatorNamespace, "-l", "control-plane=controller-manager", "--timeout=2m"); err != nil {
+		t.Logf("waiting for the manager Pod to go: %v", err)
+	}
+	if err := suiteManager.ensureRunning(); err != nil {
+		t.Errorf("restarting the suite's manager: %v", err)
+	}
 }
 
 func testNodeDrift(t *testing.T) {
