@@ -120,11 +120,11 @@ const nodeManagerImage = "kaddons.local/kaddons/manager:node-e2e"
 // as it does to kube-proxy. It returns the installer's path.
 func installManagerOnNode(g Gomega) string {
 	dir := filepath.Join(workDir, "manager-image")
-	run := func(name string, args ...string) {
-		cmd := exec.Command(name, args...)
+	run := func(command string, args ...string) {
+		cmd := exec.Command(command, args...)
 		cmd.Dir = repoRoot
 		out, err := cmd.CombinedOutput()
-		g.Expect(err).NotTo(HaveOccurred(), "%s %s:\n%s", name, strings.Join(args, " "), out)
+		g.Expect(err).NotTo(HaveOccurred(), "%s %s:\n%s", command, strings.Join(args, " "), out)
 	}
 	run("go", "run", "./hack/image", "-image", "oci:"+dir, "-platforms", "linux/amd64", "-version", "node-e2e")
 	// The layout holds the image index make image pushes; the node gets its linux/amd64
