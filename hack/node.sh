@@ -303,6 +303,19 @@ route_cluster_ranges() {
   done
 }
 
+# refuse_other_node fails when a kubelet of another state folder runs on the node IP: two
+# real nodes would share the bridge, the kubelet's port and /var/lib/kubelet, and the
+# `down` of one would take the other's network away.
+refuse_other_node() {
+  local f pid cmd
+  for f in $(grep -laF -- "--node-ip=${NODE_IP}" /proc/[0-9]*/cmdline 2>/dev/null || true); do
+    pid=${f#/proc/}; pid=${pid%/cmdline}
+    cmd=$(cmdline_of "${pid}")
+    [[ ${cmd%% *} == *kubelet && ${cmd} != *"${NODE_DIR}/"* ]] || continue
+    die "another real node runs on ${NODE_IP} (kubelet pid ${pid}: $(cut -c1-160 <<<"${cmd}")); stop it first (make demo-down, or hack/node.sh down with its KADDONS_NODE_DIR)"
+  done
+}
+
 setup_bridge() {
   if ! ip link show "${BRIDGE}" >/dev/null 2>&1; then
     log "creating bridge ${BRIDGE} with ${NODE_IP}/24 (private; nothing routes it off this machine)"
@@ -579,6 +592,7 @@ wait_ready() {
 cmd_up() {
   local start=${SECONDS} t
   [[ $(id -u) == 0 ]] || die "a real node needs root (containerd, runc, the kubelet)"
+  refuse_other_node
   mkdir -p "${NODE_DIR}" "${LOGS}" "${PIDS}"
   ensure_packages
   take_snapshot "${BEFORE}"
