@@ -15,7 +15,6 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -82,7 +81,7 @@ func testNodeBootstrap(t *testing.T) {
 	t.Cleanup(func() { handOverToSuiteManager(t) })
 	installManagerOnNode(g)
 	g.Eventually(func(g Gomega) {
-		pods := podsOf(g, operatorNamespace, "control-plane=controller-manager")
+		pods := podsOf(g, operatorNamespace, client.MatchingLabels{"control-plane": "controller-manager"})
 		g.Expect(pods).To(HaveLen(1))
 		p := pods[0]
 		g.Expect(p.Spec.NodeName).To(Equal(node.Name))
@@ -135,7 +134,7 @@ spec:
 `, node.ClusterDNS), "apply", "-f", "-")
 	g.Expect(err).NotTo(HaveOccurred())
 	expectAddonReady(t, &addonsv1alpha1.CoreDNS{}, "coredns")
-	pods := podsOf(g, "kube-system", "k8s-app=kube-dns")
+	pods := podsOf(g, "kube-system", client.MatchingLabels{"k8s-app": "kube-dns"})
 	g.Expect(pods).To(HaveLen(2))
 	for _, p := range pods {
 		g.Expect(p.Spec.NodeName).To(Equal(node.Name))
@@ -187,17 +186,14 @@ func testNodeDrift(t *testing.T) {
 	loop := startDNSLoop(t)
 	g.Eventually(loop.answered).WithTimeout(readyTimeout).WithPolling(poll).Should(BeNumerically(">", 0), "no DNS answer before the deletion")
 
-	deployment := &appsv1.Deployment{}
-	g.Expect(k8sClient.Get(context.Background(), types.NamespacedName{Namespace: "kube-system", Name: "coredns"}, deployment)).To(Succeed())
+	deployment := getDeployment(g, "kube-system")
 	oldUID := deployment.UID
 	deleted := time.Now()
 	g.Expect(k8sClient.Delete(context.Background(), deployment, client.PropagationPolicy(metav1.DeletePropagationForeground))).To(Succeed())
 
 	// The old Pods go, then kaddons' Deployment brings new ones: DNS answers again.
 	g.Eventually(func(g Gomega) {
-		d := &appsv1.Deployment{}
-		g.Expect(k8sClient.Get(context.Background(), types.NamespacedName{Namespace: "kube-system", Name: "coredns"}, d)).To(Succeed())
-		g.Expect(d.UID).NotTo(Equal(oldUID), "the deleted Deployment is still there")
+		g.Expect(getDeployment(g, "kube-system").UID).NotTo(Equal(oldUID), "the deleted Deployment is still there")
 	}).WithTimeout(driftRecoveryBound).WithPolling(poll).Should(Succeed(), "kaddons did not re-create the CoreDNS Deployment")
 	g.Eventually(func() time.Time { return loop.lastAnswer() }).WithTimeout(driftRecoveryBound).WithPolling(poll).
 		Should(BeTemporally(">", time.Now().Add(-time.Second)), "DNS did not answer again within %s of the deletion", driftRecoveryBound)
@@ -208,15 +204,12 @@ func testNodeDrift(t *testing.T) {
 
 func testNodeRollback(t *testing.T) {
 	g := NewWithT(t)
-	before := &addonsv1alpha1.CoreDNS{}
-	g.Expect(k8sClient.Get(context.Background(), types.NamespacedName{Namespace: "kube-system", Name: "coredns"}, before)).To(Succeed())
-	healthy := before.Status.LastHealthyVersion
+	healthy := getCoreDNS(g, "kube-system").Status.LastHealthyVersion
 	g.Expect(healthy).NotTo(BeEmpty())
 	// The promise: the Deployment rolls with maxUnavailable 1 of 2 replicas, so one Ready
 	// CoreDNS serves throughout, and CoreDNS answers during its 5s lameduck while
 	// endpoints drop a Pod that stops. No query may go unanswered.
-	d := &appsv1.Deployment{}
-	g.Expect(k8sClient.Get(context.Background(), types.NamespacedName{Namespace: "kube-system", Name: "coredns"}, d)).To(Succeed())
+	d := getDeployment(g, "kube-system")
 	g.Expect(d.Spec.Replicas).To(HaveValue(BeEquivalentTo(2)))
 	g.Expect(d.Spec.Strategy.RollingUpdate.MaxUnavailable.String()).To(Equal("1"))
 
@@ -229,7 +222,7 @@ func testNodeRollback(t *testing.T) {
 	// The new version's CoreDNS really crashes: a container of the new ReplicaSet exits.
 	g.Eventually(func(g Gomega) {
 		crashed := false
-		for _, p := range podsOf(g, "kube-system", "k8s-app=kube-dns") {
+		for _, p := range podsOf(g, "kube-system", client.MatchingLabels{"k8s-app": "kube-dns"}) {
 			if !slices.Contains(p.Spec.Containers[0].Args, "/etc/coredns/no-such-Corefile") {
 				continue
 			}
@@ -247,8 +240,7 @@ func testNodeRollback(t *testing.T) {
 
 	// kaddons gives up after the upgrade timeout and rolls back to the healthy version.
 	g.Eventually(func(g Gomega) {
-		cr := &addonsv1alpha1.CoreDNS{}
-		g.Expect(k8sClient.Get(context.Background(), types.NamespacedName{Namespace: "kube-system", Name: "coredns"}, cr)).To(Succeed())
+		cr := getCoreDNS(g, "kube-system")
 		g.Expect(cr.Status.Upgrade).NotTo(BeNil())
 		g.Expect(cr.Status.Upgrade.FailedVersion).To(Equal(crashingVersion))
 		g.Expect(cr.Status.AppliedVersion).To(Equal(healthy))
@@ -258,8 +250,7 @@ func testNodeRollback(t *testing.T) {
 		ready := meta.FindStatusCondition(cr.Status.Conditions, addonsv1alpha1.ConditionReady)
 		g.Expect(ready).NotTo(BeNil())
 		g.Expect(ready.Status).To(Equal(metav1.ConditionTrue), "Ready: %s: %s", ready.Reason, ready.Message)
-		d := &appsv1.Deployment{}
-		g.Expect(k8sClient.Get(context.Background(), types.NamespacedName{Namespace: "kube-system", Name: "coredns"}, d)).To(Succeed())
+		d := getDeployment(g, "kube-system")
 		expectRolledOut(g, d, 2)
 		g.Expect(d.Spec.Template.Spec.Containers[0].Args).NotTo(ContainElement("/etc/coredns/no-such-Corefile"))
 	}).WithTimeout(readyTimeout).WithPolling(poll).Should(Succeed(), "the crashing upgrade was not rolled back")
@@ -342,14 +333,10 @@ func expectAddonReady(t *testing.T, obj addonsv1alpha1.Addon, name string) {
 	}).WithTimeout(readyTimeout).WithPolling(poll).Should(Succeed(), "%T %s/%s never became Ready", obj, ns, name)
 }
 
-// podsOf lists the Pods in ns with the label selector.
-func podsOf(g Gomega, ns, selector string) []corev1.Pod {
-	sel, err := metav1.ParseToLabelSelector(selector)
-	g.Expect(err).NotTo(HaveOccurred())
-	labels, err := metav1.LabelSelectorAsSelector(sel)
-	g.Expect(err).NotTo(HaveOccurred())
+// podsOf lists the Pods in ns with the labels.
+func podsOf(g Gomega, ns string, labels client.MatchingLabels) []corev1.Pod {
 	pods := &corev1.PodList{}
-	g.Expect(k8sClient.List(context.Background(), pods, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: labels})).To(Succeed())
+	g.Expect(k8sClient.List(context.Background(), pods, client.InNamespace(ns), labels)).To(Succeed())
 	return pods.Items
 }
 
