@@ -97,7 +97,7 @@ test: manifests generate fmt vet ## Run unit and envtest tests against a real ku
 	go test -run '^$$' -fuzz '^FuzzParseChannel$$' -fuzztime $(TEST_FUZZTIME) $(FUZZ_FLAGS) ./internal/channels
 	go test -run '^$$' -fuzz '^FuzzRender$$' -fuzztime $(TEST_FUZZTIME) $(FUZZ_FLAGS) ./internal/channels
 	go test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(TEST_FUZZTIME) $(FUZZ_FLAGS) ./internal/config
-	go test -run '^$$' -fuzz '^FuzzApplyPatches$$' -fuzztime $(TEST_FUZZTIME) $(FUZZ_FLAGS) ./internal/engine
+	go test -run '^$$' -fuzz '^FuzzApplyPatches$$' -fuzztime $(TEST_FUZZTIME) $(FUZZ_FLAGS) ./internal/engine/patches
 
 ## How long `make fuzz` runs each fuzz target, and how long `make test` does. FUZZ_FLAGS go
 ## to every fuzz run: a new input is minimized for 3s at most (the default, 1m, would take
@@ -111,7 +111,7 @@ fuzz: ## Fuzz channel files, package builds, the configuration file and spec.pat
 	go test -run '^$$' -fuzz '^FuzzParseChannel$$' -fuzztime $(FUZZTIME) $(FUZZ_FLAGS) ./internal/channels
 	go test -run '^$$' -fuzz '^FuzzRender$$' -fuzztime $(FUZZTIME) $(FUZZ_FLAGS) ./internal/channels
 	go test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) $(FUZZ_FLAGS) ./internal/config
-	go test -run '^$$' -fuzz '^FuzzApplyPatches$$' -fuzztime $(FUZZTIME) $(FUZZ_FLAGS) ./internal/engine
+	go test -run '^$$' -fuzz '^FuzzApplyPatches$$' -fuzztime $(FUZZTIME) $(FUZZ_FLAGS) ./internal/engine/patches
 
 .PHONY: test-cosign
 test-cosign: ## Sign bundles with the real cosign v3 CLI (built by hack/cosign.sh, cached) and verify them with the fetcher (tag cosign).

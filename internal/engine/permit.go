@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	"github.com/kaddons/kaddons/internal/engine/patches"
 )
 
 // PermitRequest describes an add-on that asks to be applied: every input that decides
@@ -113,11 +114,11 @@ func (r *Reconciler) checkPermit(ctx context.Context, st *reconcileState, namesp
 
 // permitRequest gathers what the policy decides on.
 func (r *Reconciler) permitRequest(st *reconcileState) (PermitRequest, error) {
-	patches := patchesOf(st.addon)
-	kinds := make([]string, 0, len(patches))
-	for i, raw := range patches {
+	specPatches := patchesOf(st.addon)
+	kinds := make([]string, 0, len(specPatches))
+	for i, raw := range specPatches {
 		kind := ""
-		if patch, err := parsePatch(i, raw); err == nil {
+		if patch, err := patches.Parse(i, raw); err == nil {
 			kind = patch.GetKind()
 		}
 		kinds = append(kinds, kind)

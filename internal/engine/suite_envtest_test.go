@@ -110,11 +110,6 @@ func TestMain(m *testing.M) {
 
 func runSuite(m *testing.M) int {
 	flag.Parse()
-	if noTests() {
-		// make test's `go test -run '^$' -fuzz FuzzApplyPatches` and its fuzz workers run
-		// no envtest test: they need no control plane (nor KUBEBUILDER_ASSETS).
-		return m.Run()
-	}
 	enginetest.SetLogger()
 	env, started, err := enginetest.Start()
 	if err != nil {
@@ -173,12 +168,6 @@ func runSuite(m *testing.M) int {
 	}
 
 	return enginetest.RunWithManager(m, testMgr)
-}
-
-// noTests reports whether the run selects no test (-run '^$') or is a fuzz worker.
-func noTests() bool {
-	run, worker := flag.Lookup("test.run"), flag.Lookup("test.fuzzworker")
-	return (run != nil && run.Value.String() == "^$") || (worker != nil && worker.Value.String() == "true")
 }
 
 // engineOptions are the options the suite's reconcilers run with: the AddonPolicies of

@@ -1,159 +1,21 @@
 package engine
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/strategicpatch"
-	"k8s.io/client-go/kubernetes/scheme"
 
-	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
-	"github.com/kaddons/kaddons/internal/channels"
+	"github.com/kaddons/kaddons/internal/engine/patches"
 )
 
-// ApplyPatches applies the add-on's spec.patches to the rendered objects. Unlike KDP's
-// ApplyPatches it refuses a patch that is malformed or that matches no object, so a typo
-// in a patch is reported instead of silently ignored.
+// ApplyPatches applies the add-on's spec.patches to the rendered objects (see
+// patches.Apply): unlike KDP's ApplyPatches it refuses a patch that is malformed or that
+// matches no object, so a typo in a patch is reported instead of silently ignored.
 func ApplyPatches(_ context.Context, in RenderInput, objects *Objects) error {
-	for i, raw := range patchesOf(in.Addon) {
-		patch, err := parsePatch(i, raw)
-		if err != nil {
-			return err
-		}
-		matched := false
-		for j, o := range objects.Items {
-			if !patchMatches(patch, o) {
-				continue
-			}
-			patched, err := applyPatch(o.UnstructuredObject(), patch)
-			if err != nil {
-				return &channels.Error{Reason: addonsv1alpha1.ReasonInvalidPatch,
-					Message: fmt.Sprintf("patches[%d] (%s %s) cannot be applied", i, patch.GetKind(), patch.GetName()), Err: err}
-			}
-			newObj, err := newObject(patched)
-			if err != nil {
-				return err
-			}
-			objects.Items[j] = newObj
-			matched = true
-		}
-		if !matched {
-			return &channels.Error{Reason: addonsv1alpha1.ReasonPatchTargetNotFound,
-				Message: fmt.Sprintf("patches[%d] targets %s %s (%s), which the package does not contain",
-					i, patch.GetKind(), patch.GetName(), patch.GetAPIVersion())}
-		}
-	}
-	return nil
-}
-
-// parsePatch decodes patch i and checks that it names its target.
-func parsePatch(i int, raw *runtime.RawExtension) (*unstructured.Unstructured, error) {
-	invalid := func(format string, args ...any) error {
-		return &channels.Error{Reason: addonsv1alpha1.ReasonInvalidPatch,
-			Message: fmt.Sprintf("patches[%d] ", i) + fmt.Sprintf(format, args...)}
-	}
-	if raw == nil || len(bytes.TrimSpace(raw.Raw)) == 0 {
-		return nil, invalid("is empty")
-	}
-	var content map[string]any
-	if err := json.Unmarshal(raw.Raw, &content); err != nil {
-		return nil, invalid("is not an object: %v", err)
-	}
-	patch := &unstructured.Unstructured{Object: content}
-	switch {
-	case patch.GetAPIVersion() == "":
-		return nil, invalid("has no apiVersion")
-	case patch.GetKind() == "":
-		return nil, invalid("has no kind")
-	case patch.GetName() == "":
-		return nil, invalid("has no metadata.name")
-	}
-	return patch, nil
-}
-
-// patchMatches reports whether patch targets o. A patch without a namespace matches the
-// object of that name in whatever namespace the add-on renders to.
-func patchMatches(patch *unstructured.Unstructured, o *Object) bool {
-	if patch.GroupVersionKind() != o.GroupVersionKind() || patch.GetName() != o.GetName() {
-		return false
-	}
-	return patch.GetNamespace() == "" || patch.GetNamespace() == o.GetNamespace()
-}
-
-// applyPatch merges patch into base: strategic merge for kinds with a Go schema, JSON
-// merge patch for the rest.
-func applyPatch(base, patch *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	baseJSON, err := base.MarshalJSON()
-	if err != nil {
-		return nil, err
-	}
-	patchJSON, err := patch.MarshalJSON()
-	if err != nil {
-		return nil, err
-	}
-	var merged []byte
-	typed, err := scheme.Scheme.New(base.GroupVersionKind())
-	if err == nil {
-		merged, err = strategicpatch.StrategicMergePatch(baseJSON, patchJSON, typed)
-		if err != nil {
-			return nil, err
-		}
-		// A strategic merge does not check types; decoding into the Go type does, so a
-		// patch like replicas: "three" is caught here rather than by the API server.
-		if err := json.Unmarshal(merged, typed); err != nil {
-			return nil, err
-		}
-	} else {
-		merged, err = jsonMergePatch(baseJSON, patchJSON)
-		if err != nil {
-			return nil, err
-		}
-	}
-	out := &unstructured.Unstructured{}
-	if err := out.UnmarshalJSON(merged); err != nil {
-		return nil, err
-	}
-	// A patch must not rename or move its target.
-	out.SetName(base.GetName())
-	out.SetNamespace(base.GetNamespace())
-	return out, nil
-}
-
-// jsonMergePatch applies an RFC 7386 merge patch.
-func jsonMergePatch(base, patch []byte) ([]byte, error) {
-	var b, p any
-	if err := json.Unmarshal(base, &b); err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal(patch, &p); err != nil {
-		return nil, err
-	}
-	return json.Marshal(mergeValue(b, p))
-}
-
-func mergeValue(base, patch any) any {
-	pm, ok := patch.(map[string]any)
-	if !ok {
-		return patch
-	}
-	bm, ok := base.(map[string]any)
-	if !ok {
-		bm = map[string]any{}
-	}
-	for k, v := range pm {
-		if v == nil {
-			delete(bm, k)
-			continue
-		}
-		bm[k] = mergeValue(bm[k], v)
-	}
-	return bm
+	return patches.Apply(patchesOf(in.Addon), objects)
 }
 
 // setNamespace returns a transform that places the rendered objects:

@@ -1,4 +1,4 @@
-package engine
+package patches
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/declarative/pkg/manifest"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/internal/channels"
@@ -50,7 +51,7 @@ spec:
   size: 1
 `
 
-// FuzzApplyPatches feeds arbitrary spec.patches entries to ApplyPatches. A patch is either
+// FuzzApplyPatches feeds arbitrary spec.patches entries to Apply. A patch is either
 // refused with a condition reason (InvalidPatch or PatchTargetNotFound) and leaves the
 // objects as they were, or applied: the same objects come out, in the same order, with
 // the same kinds, names and namespaces (a patch never renames, moves, adds or removes an
@@ -74,18 +75,16 @@ func FuzzApplyPatches(f *testing.F) {
 	}
 	ctx := context.Background()
 	f.Fuzz(func(t *testing.T, patch []byte) {
-		apply := func() (*Objects, *Objects, error) {
-			objects, err := parseObjects(ctx, fuzzManifest)
+		apply := func() (*manifest.Objects, *manifest.Objects, error) {
+			objects, err := manifest.ParseObjects(ctx, fuzzManifest)
 			if err != nil {
 				t.Fatalf("parsing the fuzz package: %v", err)
 			}
-			before, err := parseObjects(ctx, fuzzManifest)
+			before, err := manifest.ParseObjects(ctx, fuzzManifest)
 			if err != nil {
 				t.Fatal(err)
 			}
-			addon := coreDNS("kube-system", "coredns")
-			addon.Spec.Patches = []*runtime.RawExtension{{Raw: patch}}
-			return objects, before, ApplyPatches(ctx, RenderInput{Addon: addon}, objects)
+			return objects, before, Apply([]*runtime.RawExtension{{Raw: patch}}, objects)
 		}
 		objects, before, err := apply()
 		if err != nil {
@@ -122,7 +121,7 @@ func FuzzApplyPatches(f *testing.F) {
 }
 
 // yamlOf serialises objects for comparison.
-func yamlOf(t *testing.T, objects *Objects) []string {
+func yamlOf(t *testing.T, objects *manifest.Objects) []string {
 	t.Helper()
 	out := make([]string, 0, len(objects.Items))
 	for _, o := range objects.Items {
