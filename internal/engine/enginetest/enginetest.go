@@ -9,9 +9,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"testing"
 	"time"
+
+	"golang.org/x/mod/modfile"
 
 	"github.com/onsi/gomega"
 	"go.uber.org/zap/zapcore"
@@ -62,10 +63,26 @@ func SetLogger() {
 	logf.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true), zap.Level(level)))
 }
 
-// CRDDirectory is config/crd/bases of the repository, wherever the test runs from.
+// CRDDirectory is config/crd/bases of the repository the test runs in: the nearest
+// folder above the working directory (a test runs in its package's folder) whose go.mod
+// declares kaddons' module. It does not use the source file's path, which a -trimpath
+// build (as CI's) leaves relative.
 func CRDDirectory() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "..", "config", "crd", "bases")
+	dir, err := os.Getwd()
+	if err != nil {
+		return filepath.Join("config", "crd", "bases")
+	}
+	for {
+		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil &&
+			modfile.ModulePath(data) == "github.com/kaddons/kaddons" {
+			return filepath.Join(dir, "config", "crd", "bases")
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return filepath.Join("config", "crd", "bases")
+		}
+		dir = parent
+	}
 }
 
 // Start starts a kube-apiserver and etcd from KUBEBUILDER_ASSETS with kaddons' CRDs
