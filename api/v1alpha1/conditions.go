@@ -138,4 +138,22 @@ const (
 	// ReasonPreflightFailed means the pre-flight checks could not run (the cluster's
 	// version could not be read); retried.
 	ReasonPreflightFailed = "PreflightFailed"
+	// ReasonInvalidSpec means the add-on's Validate or Default hook refused its spec;
+	// nothing was applied.
+	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonInitializationBlocked means the add-on's Initialize hook holds back its first
+	// apply; nothing was applied, and the hook is asked again.
+	ReasonInitializationBlocked = "InitializationBlocked"
+	// ReasonUpgradeBlocked means the add-on's BeforeUpgrade hook holds back a change of
+	// version; what runs is left as it is, and the hook is asked again.
+	ReasonUpgradeBlocked = "UpgradeBlocked"
+	// ReasonNotServing means the add-on's children are ready but its AfterReady hook found
+	// that it does not serve yet.
+	ReasonNotServing = "NotServing"
+	// ReasonDeletionBlocked means the add-on's Cleanup hook holds back its deletion;
+	// nothing was deleted yet, and the hook is asked again.
+	ReasonDeletionBlocked = "DeletionBlocked"
+	// ReasonHookFailed means a hook could not answer (an error, not a refusal); retried
+	// with back-off.
+	ReasonHookFailed = "HookFailed"
 )

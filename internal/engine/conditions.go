@@ -82,9 +82,9 @@ func markFailed(s *addonsv1alpha1.AddonStatus, generation int64, reason, message
 }
 
 // markDeleting records that the add-on's children are being removed.
-func markDeleting(s *addonsv1alpha1.AddonStatus, generation int64, message string) {
-	setCondition(s, generation, addonsv1alpha1.ConditionReady, metav1.ConditionFalse, addonsv1alpha1.ReasonDeleting, message)
-	setCondition(s, generation, addonsv1alpha1.ConditionProgressing, metav1.ConditionTrue, addonsv1alpha1.ReasonDeleting, message)
+func markDeleting(s *addonsv1alpha1.AddonStatus, generation int64, reason, message string) {
+	setCondition(s, generation, addonsv1alpha1.ConditionReady, metav1.ConditionFalse, reason, message)
+	setCondition(s, generation, addonsv1alpha1.ConditionProgressing, metav1.ConditionTrue, reason, message)
 	setCommon(s, generation, phaseDeleting)
 }
 

@@ -70,6 +70,15 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, obj addonsv1alpha1.Add
 		return ctrl.Result{}, nil
 	}
 	owner := types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}
+	if out := r.cleanup(ctx, obj); out.stop {
+		// The Cleanup hook holds the deletion: every child stays until it lets go.
+		original := obj.DeepCopyObject().(addonsv1alpha1.Addon)
+		if readyMessage(original) != out.message {
+			r.event(obj, corev1.EventTypeWarning, EventDeletionBlocked, "Delete", "%s", out.message)
+		}
+		err := r.summarize(&reconcileState{addon: obj}, out)
+		return ctrl.Result{RequeueAfter: out.requeueAfter}, errors.Join(err, r.patchStatus(ctx, original, obj))
+	}
 	inventory := ssa.UnionObjects(obj.GetAddonStatus().Inventory.Objects(), pending)
 	// Children are deleted with the identity that created them: a ServiceAccount of the
 	// add-on's namespace outside the trusted namespaces.

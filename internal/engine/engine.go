@@ -77,6 +77,9 @@ type Definition struct {
 	// *WaitError stops the reconcile without applying until a followed add-on changes; a
 	// *BlockedError stops it as Stalled, with its own reason, and looks again later.
 	Inputs func(ctx context.Context, req InputRequest) (any, error)
+	// Hooks are the add-on author's code at fixed points of the lifecycle: Validate,
+	// Default, Initialize, BeforeUpgrade, AfterReady and Cleanup.
+	Hooks Hooks
 }
 
 // TargetNamespace returns the namespace addon's namespaced objects are installed in.
@@ -247,6 +250,10 @@ type reconcileState struct {
 	// is that record's id; both empty when the inventory covers the record.
 	pending []addonsv1alpha1.ObjectReference
 	record  string
+	// readyVersion is the version the add-on had applied when the reconcile began, if it
+	// was Ready at its generation then; empty otherwise. AfterReady runs only when the
+	// add-on turns Ready at another version or generation.
+	readyVersion string
 }
 
 // phase is one named step of a reconcile.
@@ -259,11 +266,13 @@ type phase struct {
 const (
 	phaseGate        = "gate"
 	phaseResolve     = "resolve"
+	phaseValidate    = "validate"
 	phasePermit      = "permit"
 	phasePreflight   = "preflight"
 	phaseImpersonate = "impersonate"
 	phaseRender      = "render"
 	phaseAdmit       = "admit"
+	phaseBeforeApply = "before-apply"
 	phasePlan        = "plan"
 	phaseApply       = "apply"
 	phaseHealth      = "health"
@@ -275,11 +284,13 @@ func (r *Reconciler) phases() []phase {
 	return []phase{
 		{name: phaseGate, run: r.gate},
 		{name: phaseResolve, run: r.resolve},
+		{name: phaseValidate, run: r.validate},
 		{name: phasePermit, run: r.permit},
 		{name: phasePreflight, run: r.preflight},
 		{name: phaseImpersonate, run: r.impersonate},
 		{name: phaseRender, run: r.render},
 		{name: phaseAdmit, run: r.admit},
+		{name: phaseBeforeApply, run: r.beforeApply},
 		{name: phasePlan, run: r.plan},
 		{name: phaseApply, run: r.apply},
 		{name: phaseHealth, run: r.health},
@@ -345,7 +356,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	}
 
 	original := obj.DeepCopyObject().(addonsv1alpha1.Addon)
-	st := &reconcileState{addon: obj, settings: r.opts.Settings.Load(), pending: pending, record: record}
+	st := &reconcileState{addon: obj, settings: r.opts.Settings.Load(), pending: pending, record: record,
+		readyVersion: readyVersion(obj)}
 	out, stoppedAt := runPhases(ctx, st, r.phases())
 	if stoppedAt != "" && out.err != nil {
 		log.FromContext(ctx).V(1).Info("Phase stopped the reconcile", "phase", stoppedAt, "error", out.err.Error())

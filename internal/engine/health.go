@@ -57,7 +57,7 @@ func (r *Reconciler) health(ctx context.Context, st *reconcileState) outcome {
 		status.LastHealthyVersion = st.resolved.Version
 		trackUpgrade(status, st.resolved.Version, now)
 		out := ready(fmt.Sprintf("%s %s is ready (%d objects)", st.resolved.Addon, st.resolved.Version, status.Inventory.Len()))
-		return r.rolledBack(st, out)
+		return r.rolledBack(st, r.afterReady(ctx, st, out))
 	}
 	// Degraded: it was Ready (or already degraded for this reason) and no spec change
 	// explains why it no longer is.

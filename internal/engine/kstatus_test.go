@@ -85,7 +85,7 @@ func TestKstatusSeesWhatAGitOpsToolShould(t *testing.T) {
 		a := coreDNS("kube-system", "coredns")
 		now := metav1.Now()
 		a.DeletionTimestamp = &now
-		markDeleting(&a.Status.AddonStatus, a.Generation, "deleting children")
+		markDeleting(&a.Status.AddonStatus, a.Generation, addonsv1alpha1.ReasonDeleting, "deleting children")
 		if got := kstatusOf(t, a); got != status.TerminatingStatus {
 			t.Errorf("kstatus = %s, want %s", got, status.TerminatingStatus)
 		}

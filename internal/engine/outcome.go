@@ -161,7 +161,7 @@ func setConditions(s *addonsv1alpha1.AddonStatus, generation int64, out outcome)
 	case classStalled:
 		markStalled(s, generation, out.reason, out.message)
 	case classDeleting:
-		markDeleting(s, generation, out.message)
+		markDeleting(s, generation, out.reason, out.message)
 	case classNone:
 	}
 	if out.degraded != nil {
