@@ -87,7 +87,9 @@ func TestConditionSetters(t *testing.T) {
 		{
 			name:   "deleting",
 			before: func() addonsv1alpha1.AddonStatus { return addonsv1alpha1.AddonStatus{} },
-			set:    func(s *addonsv1alpha1.AddonStatus) { markDeleting(s, generation, addonsv1alpha1.ReasonDeleting, "deleting children") },
+			set: func(s *addonsv1alpha1.AddonStatus) {
+				markDeleting(s, generation, addonsv1alpha1.ReasonDeleting, "deleting children")
+			},
 			want: want{ready: "False", progressing: "True", reason: addonsv1alpha1.ReasonDeleting,
 				phase: phaseDeleting},
 		},
