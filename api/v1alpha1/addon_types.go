@@ -26,6 +26,13 @@ const (
 	// AnnotationMode on a child changes how kaddons manages it: ensure-exists creates it
 	// when missing but never overwrites it; ignore leaves it alone entirely.
 	AnnotationMode = "addons.kaddons.dev/mode"
+	// AnnotationWave on an object of a package names the apply wave it belongs to;
+	// objects without it are in the wave "default".
+	AnnotationWave = "addons.kaddons.dev/wave"
+	// AnnotationWaveAfter on an object of a package lists, comma-separated, the waves
+	// that must be healthy (kstatus Current) before its wave is applied. The waves must
+	// form a DAG.
+	AnnotationWaveAfter = "addons.kaddons.dev/wave-after"
 	// ModeEnsureExists is the ensure-exists value of AnnotationMode.
 	ModeEnsureExists = "ensure-exists"
 	// ModeIgnore is the ignore value of AnnotationMode.

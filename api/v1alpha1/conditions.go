@@ -138,6 +138,13 @@ const (
 	// ReasonPreflightFailed means the pre-flight checks could not run (the cluster's
 	// version could not be read); retried.
 	ReasonPreflightFailed = "PreflightFailed"
+	// ReasonWaveCycle means the package's apply waves (the wave and wave-after
+	// annotations) do not form a DAG: a cycle, or a wave that does not exist. Nothing
+	// was applied.
+	ReasonWaveCycle = "WaveCycle"
+	// ReasonWaveNotReady means a wave of the package waits for an earlier one to be
+	// healthy: what comes before is applied, the rest is not yet.
+	ReasonWaveNotReady = "WaveNotReady"
 	// ReasonInvalidSpec means the add-on's Validate or Default hook refused its spec;
 	// nothing was applied.
 	ReasonInvalidSpec = "InvalidSpec"

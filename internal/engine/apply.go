@@ -50,6 +50,9 @@ func (r *Reconciler) write(ctx context.Context, st *reconcileState) error {
 			return r.writeAhead(ctx, st, desired)
 		},
 		Adopt: st.addon.GetAddonSpec().Adopt == addonsv1alpha1.AdoptIfUnmanaged,
+		WaveReady: func(ctx context.Context, refs []addonsv1alpha1.ObjectReference, applied map[addonsv1alpha1.ObjectReference]ssa.Written) (bool, string, error) {
+			return r.waveReady(ctx, st.addon, refs, applied)
+		},
 	}
 	if up := st.addon.GetAddonSpec().Upgrade; up != nil {
 		req.RecreateOnImmutable = up.RecreateOnImmutable
@@ -57,6 +60,25 @@ func (r *Reconciler) write(ctx context.Context, st *reconcileState) error {
 	var err error
 	st.applied, err = r.actingAs(st).manager.Apply(ctx, req)
 	return err
+}
+
+// waveReady tells the apply whether the objects of a wave are healthy, as health judges
+// them, from the cache (after it shows this apply's writes to them); a wave that is not
+// stops the apply before the waves that wait for it.
+func (r *Reconciler) waveReady(ctx context.Context, addon addonsv1alpha1.Addon, refs []addonsv1alpha1.ObjectReference,
+	applied map[addonsv1alpha1.ObjectReference]ssa.Written) (bool, string, error) {
+	mine := map[addonsv1alpha1.ObjectReference]ssa.Written{}
+	for _, ref := range refs {
+		if w, ok := applied[ref]; ok {
+			mine[ref] = w
+		}
+	}
+	r.awaitCache(ctx, addon, mine)
+	h, err := checkHealth(ctx, r.client, refs, mine)
+	if err != nil {
+		return false, "", err
+	}
+	return h.ready(), h.message(), nil
 }
 
 // withOwnerReferences returns copies of the rendered objects (the render cache's copies
@@ -103,9 +125,18 @@ var applyFailures = []struct {
 	// Nothing was written to them; the objects may go away or spec.adopt may change. The add-on
 	// stalls (a human decides) and looks again after adoptionRetry.
 	{is: errorIs[*ssa.AdoptionError], class: classStalled, reason: addonsv1alpha1.ReasonAdoptionRequired, retryAfter: adoptionRetry},
+	// The package's waves do not form a DAG.
+	{is: errorIs[*ssa.WaveError], class: classStalled, reason: addonsv1alpha1.ReasonWaveCycle, terminal: true},
+	// A wave waits for an earlier one to be healthy; the children's events, or the
+	// retry, reconcile again.
+	{is: errorIs[*ssa.WaveNotReadyError], class: classProgressing, reason: addonsv1alpha1.ReasonWaveNotReady, retryAfter: waveRetry},
 	// The add-on's ServiceAccount lacks a permission; an admin may grant it.
 	{is: ssa.IsForbidden, class: classStalled, reason: addonsv1alpha1.ReasonForbidden, retryAfter: forbiddenRetry},
 }
+
+// waveRetry is how often an apply that waits for a wave looks again, besides the events
+// of the wave's objects.
+const waveRetry = 10 * time.Second
 
 // adoptionRetry is how often an add-on waiting for adoption looks at the cluster again.
 const adoptionRetry = time.Minute

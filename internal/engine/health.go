@@ -45,9 +45,7 @@ func (r *Reconciler) health(ctx context.Context, st *reconcileState) outcome {
 	generation := st.addon.GetGeneration()
 	// An object the cache has not caught up with is judged from its older copy below,
 	// so the event of the write is not an echo: it must reconcile once it comes.
-	for ref := range ssa.WaitForCache(ctx, r.client, st.applied.Applied, ssa.CacheCatchUp) {
-		r.echoes.unseen(ref)
-	}
+	r.awaitCache(ctx, st.addon, st.applied.Applied)
 	h, err := checkHealth(ctx, r.client, status.Inventory.Objects(), st.applied.Applied)
 	if err != nil {
 		return failed(addonsv1alpha1.ReasonHealthCheckFailed, err)

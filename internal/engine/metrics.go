@@ -1,11 +1,14 @@
 package engine
 
 import (
+	"context"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
 
 // Reconcile results reported by the reconciles metric.
@@ -50,6 +53,12 @@ var (
 		Help: "Reconciles of each add-on instance that ran its phases.",
 	}, []string{labelKind, labelNamespace, labelName})
 
+	cacheLags = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kaddons_addon_cache_lags_total",
+		Help: "Writes of each add-on instance that the manager's cache did not show within two seconds; " +
+			"each may cost one more reconcile when its watch event comes.",
+	}, []string{labelKind, labelNamespace, labelName})
+
 	driftCorrections = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kaddons_drift_corrections_total",
 		Help: "Objects kaddons re-created or re-applied because they drifted from the manifests, by add-on kind.",
@@ -58,7 +67,7 @@ var (
 
 func init() {
 	metrics.Registry.MustRegister(reconcilesTotal, reconcileDuration, addonReadyGauge, managedObjects, addonReconciles,
-		driftCorrections)
+		cacheLags, driftCorrections)
 }
 
 // forgetInstance removes the per-instance series of a deleted add-on.
@@ -66,6 +75,19 @@ func forgetInstance(kind, namespace, name string) {
 	addonReadyGauge.DeleteLabelValues(kind, namespace, name)
 	managedObjects.DeleteLabelValues(kind, namespace, name)
 	addonReconciles.DeleteLabelValues(kind, namespace, name)
+	cacheLags.DeleteLabelValues(kind, namespace, name)
+}
+
+// awaitCache waits until the cache shows the writes of applied (ssa.WaitForCache) and
+// counts those it does not show in time: their watch events are news, not echoes.
+func (r *Reconciler) awaitCache(ctx context.Context, addon addonsv1alpha1.Addon, applied map[addonsv1alpha1.ObjectReference]ssa.Written) {
+	lagging := ssa.WaitForCache(ctx, r.client, applied, ssa.CacheCatchUp)
+	for ref := range lagging {
+		r.echoes.unseen(ref)
+	}
+	if len(lagging) > 0 {
+		cacheLags.WithLabelValues(r.gvk.Kind, addon.GetNamespace(), addon.GetName()).Add(float64(len(lagging)))
+	}
 }
 
 // recordMetrics updates the per-instance gauges and counter, and the drift counter.

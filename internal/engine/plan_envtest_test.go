@@ -132,16 +132,24 @@ func TestANewAddonIsReconciledOnce(t *testing.T) {
 	waitQuiet(t, ns)
 	labels := map[string]string{"kind": "CoreDNS", "namespace": ns, "name": cr.Name}
 	reconciles := func() float64 { return metricValue(t, "kaddons_addon_reconciles_total", labels) }
-	g.Consistently(reconciles).WithTimeout(2*enginetest.QuietWindow).Should(Equal(1.0), "reconciles of a new add-on")
+	// A write the cache did not show within two seconds (a loaded machine) is news when
+	// its event comes, and may cost one reconcile more: the metric counts them.
+	lags := func() float64 { return metricValue(t, "kaddons_addon_cache_lags_total", labels) }
+	g.Expect(reconciles()).To(BeNumerically(">=", 1))
+	g.Consistently(func() float64 { return reconciles() - lags() }).WithTimeout(2*enginetest.QuietWindow).
+		Should(BeNumerically("<=", 1), "reconciles of a new add-on, less the writes the cache lagged behind")
 
 	// Someone else deletes a child: that reconciles, and the re-creation's own event does not.
+	before, news := reconciles(), reconciles()-lags()
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "coredns"}}
 	g.Expect(k8sClient.Delete(ctx, cm)).To(Succeed())
 	g.Eventually(func() error {
 		return k8sClient.Get(ctx, client.ObjectKeyFromObject(cm), &corev1.ConfigMap{})
 	}).WithTimeout(eventuallyTimeout).Should(Succeed(), "the deleted ConfigMap is restored")
 	waitQuiet(t, ns)
-	g.Consistently(reconciles).WithTimeout(2*enginetest.QuietWindow).Should(Equal(2.0), "reconciles after one deleted child")
+	g.Expect(reconciles()).To(BeNumerically(">", before), "the deletion of a child did not reconcile")
+	g.Consistently(func() float64 { return reconciles() - lags() }).WithTimeout(2*enginetest.QuietWindow).
+		Should(BeNumerically("<=", news+1), "reconciles after one deleted child, less the writes the cache lagged behind")
 }
 
 // TestCreatingAnAddonCostsNineRequests counts the requests of a new 7-object CoreDNS

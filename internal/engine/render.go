@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -147,9 +149,24 @@ func (r *Reconciler) render(ctx context.Context, st *reconcileState) outcome {
 					st.resolved.Addon, st.resolved.Version, o.Kind, o.GetName(), r.gvk.Kind)})
 		}
 	}
+	if err := checkWaves(objects); err != nil {
+		return stalled(addonsv1alpha1.ReasonWaveCycle, err)
+	}
 	r.renders.put(name, st.addon, key, manifest, objects)
 	st.rendered = rendered{objects: objects, key: key}
 	return proceed()
+}
+
+// checkWaves refuses rendered objects whose apply waves do not form a DAG, so that a
+// render shows it and no hook runs for a package that cannot be applied (the apply
+// checks again before it writes).
+func checkWaves(objects *Objects) error {
+	items := make([]*unstructured.Unstructured, 0, len(objects.Items))
+	for _, o := range objects.Items {
+		items = append(items, o.UnstructuredObject())
+	}
+	_, err := ssa.PlanWaves(items)
+	return err
 }
 
 // renderFailure maps a render error to its outcome: a *channels.Error names a spec or

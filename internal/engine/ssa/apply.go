@@ -77,6 +77,9 @@ type Request struct {
 	// Excluded are fields set only on creation: on later applies they are handed to
 	// ReleasedFieldManager and left out.
 	Excluded Exclusions
+	// WaveReady, when set, is asked before a wave is applied whether each wave it waits
+	// for is healthy; nil applies the waves in order without waiting.
+	WaveReady WaveReadyFunc
 }
 
 // Written is what a write left of an object: its generation and resource version.
@@ -113,6 +116,10 @@ func (req Request) ownerKey() string {
 // *WriteError for anything else the API server refused.
 func (m *Manager) Apply(ctx context.Context, req Request) (Result, error) {
 	res := Result{Applied: map[addonsv1alpha1.ObjectReference]Written{}}
+	waves, err := PlanWaves(req.Objects)
+	if err != nil {
+		return res, err
+	}
 	stages := map[int][]*unstructured.Unstructured{}
 	for _, u := range req.Objects {
 		s := StageOf(u.GroupVersionKind().Group, u.GetKind())
@@ -127,7 +134,7 @@ func (m *Manager) Apply(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	skip, external := own.skip, own.external
+	external := own.external
 	desired := make([]addonsv1alpha1.ObjectReference, 0, len(req.Objects))
 	for s := StageCRDs; s <= StageAPIEndpoints; s++ {
 		for _, u := range stages[s] {
@@ -136,21 +143,13 @@ func (m *Manager) Apply(ctx context.Context, req Request) (Result, error) {
 			}
 		}
 	}
-	for s := range stages {
-		stages[s] = slices.DeleteFunc(stages[s], func(u *unstructured.Unstructured) bool {
-			ref := RefOf(u)
-			return skip[ref] || (req.Only != nil && !req.Only[ref])
-		})
-	}
 	if req.BeforeWrites != nil {
 		if err := req.BeforeWrites(ctx, desired); err != nil {
 			return res, err
 		}
 	}
 	w := &stageWriter{Manager: m, req: req, live: own.live, absent: own.absent, res: &res}
-	for s := StageCRDs; s <= StageAPIEndpoints && err == nil; s++ {
-		err = w.writeStage(ctx, &own, stages, s)
-	}
+	err = w.writeWaves(ctx, &own, waves)
 	// Objects found to exist and used as they are (resolveExisting) are not the add-on's.
 	desired = slices.DeleteFunc(desired, func(ref addonsv1alpha1.ObjectReference) bool { return external[ref] })
 	if err != nil {
@@ -173,6 +172,62 @@ func (m *Manager) Apply(ctx context.Context, req Request) (Result, error) {
 		return res, &PruneError{Err: err}
 	}
 	return res, nil
+}
+
+// writeWaves applies the waves in order, each in stages; a wave waits until the waves
+// it names are healthy. Objects the ownership checks skip, and those outside req.Only,
+// are not written; own.skip may grow as the stages find objects that exist.
+func (w *stageWriter) writeWaves(ctx context.Context, own *ownership, waves []Wave) error {
+	ready := map[string]bool{}
+	for i := range waves {
+		if err := w.waitForWaves(ctx, waves, i, own.external, ready); err != nil {
+			return err
+		}
+		stages := map[int][]*unstructured.Unstructured{}
+		for _, u := range waves[i].Objects {
+			if ref := RefOf(u); !own.skip[ref] && (w.req.Only == nil || w.req.Only[ref]) {
+				s := StageOf(u.GroupVersionKind().Group, u.GetKind())
+				stages[s] = append(stages[s], u)
+			}
+		}
+		for s := StageCRDs; s <= StageAPIEndpoints; s++ {
+			if err := w.writeStage(ctx, own, stages, s); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// waitForWaves checks, before wave i is applied, that every wave it waits for is
+// healthy (req.WaveReady); ready remembers the waves found healthy in this Apply. The
+// objects used as they are (external) are not the add-on's and are not waited for.
+func (w *stageWriter) waitForWaves(ctx context.Context, waves []Wave, i int, external map[addonsv1alpha1.ObjectReference]bool,
+	ready map[string]bool) error {
+	if w.req.WaveReady == nil {
+		return nil
+	}
+	for _, name := range waves[i].After {
+		if ready[name] {
+			continue
+		}
+		j := slices.IndexFunc(waves, func(wave Wave) bool { return wave.Name == name })
+		refs := make([]addonsv1alpha1.ObjectReference, 0, len(waves[j].Objects))
+		for _, u := range waves[j].Objects {
+			if ref := RefOf(u); !external[ref] {
+				refs = append(refs, ref)
+			}
+		}
+		ok, message, err := w.req.WaveReady(ctx, refs, w.res.Applied)
+		switch {
+		case err != nil:
+			return fmt.Errorf("checking wave %q before wave %q: %w", name, waves[i].Name, err)
+		case !ok:
+			return &WaveNotReadyError{Wave: waves[i].Name, Waits: name, Message: message}
+		}
+		ready[name] = true
+	}
+	return nil
 }
 
 // liveInfo is the cached state of one child before an apply.
