@@ -46,13 +46,13 @@ func (r *Reconciler) write(ctx context.Context, st *reconcileState) error {
 		Owner:    types.NamespacedName{Namespace: st.addon.GetNamespace(), Name: st.addon.GetName()},
 		InputsChanged: status.ObservedGeneration != st.addon.GetGeneration() || status.AppliedVersion != st.resolved.Version ||
 			status.Inventory.Len() == 0,
+		WaveReady: func(ctx context.Context, refs []addonsv1alpha1.ObjectReference, applied map[addonsv1alpha1.ObjectReference]ssa.Written) (bool, string, error) {
+			return r.waveReady(ctx, st.addon, refs, applied)
+		},
 		BeforeWrites: func(ctx context.Context, desired []addonsv1alpha1.ObjectReference) error {
 			return r.writeAhead(ctx, st, desired)
 		},
 		Adopt: st.addon.GetAddonSpec().Adopt == addonsv1alpha1.AdoptIfUnmanaged,
-		WaveReady: func(ctx context.Context, refs []addonsv1alpha1.ObjectReference, applied map[addonsv1alpha1.ObjectReference]ssa.Written) (bool, string, error) {
-			return r.waveReady(ctx, st.addon, refs, applied)
-		},
 	}
 	if up := st.addon.GetAddonSpec().Upgrade; up != nil {
 		req.RecreateOnImmutable = up.RecreateOnImmutable
