@@ -38,11 +38,12 @@ type Hooks struct {
 	// RetryAfter.
 	Initialize func(ctx context.Context, req HookRequest) HookResult
 	// BeforeUpgrade runs before a version other than the applied one is applied
-	// (req.From is status.appliedVersion, req.To the resolved version; a rollback to the
-	// last healthy version is one too), after admit, with the objects about to be applied.
-	// A hold stops the reconcile as Progressing with the result's reason (UpgradeBlocked
-	// when empty): nothing is applied, so what runs stays at req.From. It is asked again
-	// after RetryAfter.
+	// (req.From is status.appliedVersion, req.To the resolved version), after admit, with
+	// the objects about to be applied, on every reconcile until that version is applied
+	// in full. A hold stops the reconcile as Progressing with the result's reason
+	// (UpgradeBlocked when empty): nothing is applied, so what runs stays at req.From. It
+	// is asked again after RetryAfter. The rollback of a failed upgrade to the last
+	// healthy version does not ask: it restores what ran.
 	BeforeUpgrade func(ctx context.Context, req HookRequest) HookResult
 	// AfterReady runs when every child is healthy and the add-on was not already Ready
 	// at this generation and version: once per install, upgrade or spec change, never on
@@ -168,7 +169,7 @@ func (r *Reconciler) beforeApply(ctx context.Context, st *reconcileState) outcom
 	switch {
 	case hooks.Initialize != nil && status.AppliedVersion == "" && status.Inventory.Len() == 0:
 		return hookOutcome(hookInitialize, hooks.Initialize(ctx, req), classProgressing, addonsv1alpha1.ReasonInitializationBlocked)
-	case hooks.BeforeUpgrade != nil && status.AppliedVersion != "" && status.AppliedVersion != st.resolved.Version:
+	case hooks.BeforeUpgrade != nil && status.AppliedVersion != "" && status.AppliedVersion != st.resolved.Version && st.wanted == "":
 		req.From, req.To = status.AppliedVersion, st.resolved.Version
 		return hookOutcome(hookBeforeUpgrade, hooks.BeforeUpgrade(ctx, req), classProgressing, addonsv1alpha1.ReasonUpgradeBlocked)
 	}

@@ -220,6 +220,32 @@ func TestHookBeforeUpgradeHoldsTheVersion(t *testing.T) {
 	waitApplied(t, cr, newVersion)
 }
 
+func TestHookBeforeUpgradeDoesNotHoldARollback(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	// The hook lets the upgrade go and would hold a move back to the old version.
+	script := scriptHooks(t, ns, map[string]func(engine.HookRequest) engine.HookResult{
+		"BeforeUpgrade": func(req engine.HookRequest) engine.HookResult {
+			if req.To == oldVersion {
+				return engine.Hold("", "no downgrades")
+			}
+			return engine.HookResult{}
+		},
+	})
+	cr := enginetest.NewCoreDNS(ns, oldVersion)
+	cr.Spec.Upgrade = &addonsv1alpha1.UpgradeSpec{Timeout: &metav1.Duration{Duration: 2 * time.Second}, Rollback: ptr.To(true)}
+	createReadyCoreDNS(t, cr)
+
+	// The new version never becomes available, the upgrade fails and rolls back.
+	updateCoreDNS(t, cr, func(c *addonsv1alpha1.CoreDNS) { c.Spec.Version = newVersion })
+	enginetest.WaitCondition(t, k8sClient, cr, addonsv1alpha1.ConditionDegraded, addonsv1alpha1.ReasonUpgradeFailed)
+	waitApplied(t, cr, oldVersion)
+	for _, call := range script.called("BeforeUpgrade") {
+		g.Expect(call.to).To(Equal(newVersion), "the rollback asked BeforeUpgrade")
+	}
+	g.Expect(script.called("BeforeUpgrade")).NotTo(BeEmpty())
+}
+
 func TestHookAfterReadyRunsOncePerChange(t *testing.T) {
 	g := NewWithT(t)
 	ns := newNamespace(t)
