@@ -45,6 +45,11 @@ type addonCase struct {
 	clusterScoped func(ns string) []addonsv1alpha1.ObjectReference
 	// ready checks the Ready condition once the workloads are available.
 	ready func(g Gomega, ready metav1.Condition, ns string)
+	// waitsForWorkloads is set when the package holds a later apply wave back until its
+	// workloads are available (metrics-server's APIService waits for its Deployment).
+	// envtest runs no kubelet, so the test marks them available (releaseWaves) before it
+	// waits for a version to be applied.
+	waitsForWorkloads bool
 }
 
 // ref builds a reference to a v1 object.
@@ -80,12 +85,9 @@ func addonCases() map[string]addonCase {
 			},
 			// The API server cannot reach the metrics-server pods (nothing runs them),
 			// so the APIService is not Available and the add-on is not Ready: it says so.
-			ready: func(g Gomega, ready metav1.Condition, ns string) {
-				g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
-				g.Expect(ready.Reason).To(Equal(addonsv1alpha1.ReasonChildrenNotReady))
-				g.Expect(ready.Message).To(ContainSubstring("APIService v1beta1.metrics.k8s.io: Available=False"))
-				g.Expect(ready.Message).NotTo(ContainSubstring("Deployment"))
-			},
+			ready: expectOnlyAPIServiceUnavailable,
+			// The APIService is in the wave "api", after the Deployment's.
+			waitsForWorkloads: true,
 		},
 		"Dashboard": {
 			newCR: func(ns string) addonsv1alpha1.Addon {
@@ -165,6 +167,9 @@ func TestAddonLifecycle(t *testing.T) {
 			cr := tc.newCR(ns)
 			setVersion(cr, tc.from)
 			g.Expect(k8sClient.Create(ctx, cr)).To(Succeed())
+			if tc.waitsForWorkloads {
+				releaseWaves(t, cr, childNS)
+			}
 			waitApplied(t, cr, tc.from)
 
 			kinds := map[string]bool{}
@@ -200,6 +205,10 @@ func TestAddonLifecycle(t *testing.T) {
 				g := NewWithT(t)
 				before := workloadImages(g, workload)
 				updateAddon(t, cr, func() { setVersion(cr, tc.to) })
+				if tc.waitsForWorkloads {
+					// The new version's workload is written, and has not rolled out.
+					releaseWaves(t, cr, childNS)
+				}
 				waitApplied(t, cr, tc.to)
 				after := workloadImages(g, workload)
 				g.Expect(after).NotTo(Equal(before))
@@ -254,6 +263,27 @@ func TestAddonLifecycle(t *testing.T) {
 			})
 		})
 	}
+}
+
+// expectOnlyAPIServiceUnavailable checks the Ready condition of a MetricsServer whose
+// Deployment is available: the API server cannot reach the metrics-server pods (envtest
+// runs none), so the APIService is not Available, and it is the one child Ready names.
+func expectOnlyAPIServiceUnavailable(g Gomega, ready metav1.Condition, _ string) {
+	g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+	g.Expect(ready.Reason).To(Equal(addonsv1alpha1.ReasonChildrenNotReady))
+	g.Expect(ready.Message).To(ContainSubstring("APIService v1beta1.metrics.k8s.io: Available=False"))
+	g.Expect(ready.Message).NotTo(ContainSubstring("Deployment"))
+}
+
+// releaseWaves lets an add-on whose package waits for its workloads (waitsForWorkloads)
+// apply its last wave: it waits until the add-on holds that wave back (Progressing,
+// WaveNotReady, for its current generation: the earlier waves, the workloads included, are
+// written as this generation renders them) and then marks the workloads in ns available,
+// as the kubelet and the Deployment controller would.
+func releaseWaves(t *testing.T, cr addonsv1alpha1.Addon, ns string) {
+	t.Helper()
+	waitCondition(t, cr, addonsv1alpha1.ConditionProgressing, addonsv1alpha1.ReasonWaveNotReady)
+	markWorkloadsAvailable(t, ns)
 }
 
 // workloadImages returns the container images of a Deployment or DaemonSet.

@@ -51,13 +51,19 @@ type adoptionCase struct {
 	// kinds are the child kinds that must be among the pre-existing objects, so that the
 	// table covers every kind of the catalogue.
 	kinds []string
+	// waitsForWorkloads and childNamespace are the lifecycle case's (addonCase): an
+	// adopted package that holds a wave back for its workloads needs them marked
+	// available before it is applied.
+	waitsForWorkloads bool
+	childNamespace    func(ns string) string
 }
 
 func adoptionCases() map[string]adoptionCase {
 	cases := addonCases()
 	return map[string]adoptionCase{
 		"MetricsServer": {newCR: cases["MetricsServer"].newCR, definition: MetricsServerDefinition(), version: "0.8.0",
-			kinds: []string{"ServiceAccount", "Service", "ClusterRole", "ClusterRoleBinding", "RoleBinding", "Deployment", "APIService"}},
+			kinds:             []string{"ServiceAccount", "Service", "ClusterRole", "ClusterRoleBinding", "RoleBinding", "Deployment", "APIService"},
+			waitsForWorkloads: cases["MetricsServer"].waitsForWorkloads, childNamespace: cases["MetricsServer"].childNamespace},
 		"Dashboard": {newCR: cases["Dashboard"].newCR, definition: DashboardDefinition(), version: "2.7.0",
 			kinds: []string{"Namespace", "ServiceAccount", "Service", "Secret", "ConfigMap", "Role", "RoleBinding",
 				"ClusterRole", "ClusterRoleBinding", "Deployment"}},
@@ -135,6 +141,10 @@ func TestAdoptAnyChildKind(t *testing.T) {
 				existing := preexisting(t, cr, tc.definition)
 				expectKinds(t, existing, tc.kinds)
 				g.Expect(k8sClient.Create(ctx, cr)).To(Succeed())
+				if tc.waitsForWorkloads {
+					// The adopted Deployment has no status: nothing runs its pods.
+					releaseWaves(t, cr, tc.childNamespace(ns))
+				}
 				waitApplied(t, cr, tc.version)
 
 				adopted := map[string]addonsv1alpha1.AdoptedObject{}

@@ -201,3 +201,80 @@ func TestAdoptIfUnmanaged(t *testing.T) {
 	g.Expect(held).To(BeEmpty())
 	expectGone(t, refsOf(existing))
 }
+
+// inLaterWave puts the Service of coreDNSObjects in the wave "publish", after the default
+// wave, as metrics-server's package does with its APIService, and returns it.
+func inLaterWave(objects []*unstructured.Unstructured) *unstructured.Unstructured {
+	for _, o := range objects {
+		if o.GetKind() == "Service" {
+			o.SetAnnotations(map[string]string{addonsv1alpha1.AnnotationWave: "publish", addonsv1alpha1.AnnotationWaveAfter: ssa.DefaultWave})
+			return o
+		}
+	}
+	return nil
+}
+
+// neverReady is a WaveReady that finds no wave healthy, as envtest, which runs no pods,
+// finds a Deployment.
+func neverReady(context.Context, []addonsv1alpha1.ObjectReference, map[addonsv1alpha1.ObjectReference]ssa.Written) (bool, string, error) {
+	return false, "Deployment: Available: 0/2", nil
+}
+
+// TestAdoptionErrorNamesObjectsOfLaterWaves: what exists unmanaged in a wave the apply
+// has not reached is named with the rest, so that removing (or adopting) what the error
+// names is enough; nothing is written, the later wave's object included.
+func TestAdoptionErrorNamesObjectsOfLaterWaves(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := enginetest.NewNamespace(t, k8sClient)
+	objects := coreDNSObjects(t, ns, variant{})
+	g.Expect(inLaterWave(objects)).NotTo(BeNil())
+	existing := preexisting(t, objects)
+
+	req := request(ns, objects)
+	req.WaveReady = neverReady
+	res, err := newManager().Apply(ctx, req)
+	expectAdoptionError(t, err, refsOf(existing)...)
+	g.Expect(res.Applied).To(BeEmpty())
+	enginetest.ExpectUntouched(t, k8sClient, existing)
+}
+
+// TestAdoptionBeforeAWaveThatWaits adopts what another tool created, in a package whose
+// last wave waits: the apply that stops at that wave reports what it took over (the
+// objects of the waves before), and the one that applies the last wave the rest, so that
+// the add-on's status.adopted lists every object.
+func TestAdoptionBeforeAWaveThatWaits(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := enginetest.NewNamespace(t, k8sClient)
+	objects := coreDNSObjects(t, ns, variant{})
+	service := ssa.RefOf(inLaterWave(objects))
+	existing := preexisting(t, objects)
+
+	req := request(ns, objects)
+	req.Adopt = true
+	req.WaveReady = neverReady
+	first, err := newManager().Apply(ctx, req)
+	var waiting *ssa.WaveNotReadyError
+	g.Expect(errors.As(err, &waiting)).To(BeTrue(), "%v", err)
+	adopted := map[addonsv1alpha1.ObjectReference]bool{}
+	for _, a := range first.Adopted {
+		g.Expect(a.FieldManagers).To(ContainElement("another-tool"), "%s records who managed it", a.String())
+		_, written := first.Applied[a.ObjectReference]
+		g.Expect(written).To(BeTrue(), "%s is reported adopted, yet was not written", a.String())
+		adopted[a.ObjectReference] = true
+	}
+	g.Expect(adopted).To(HaveLen(len(existing)-1), "every object but the Service's wave: %v", first.Adopted)
+	g.Expect(adopted).NotTo(HaveKey(service))
+	live, err := liveObject(service)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(live.GetLabels()).NotTo(HaveKey(ssa.LabelName), "the Service's wave was written")
+
+	req = request(ns, objects)
+	req.Adopt = true
+	req.Previous = first.Inventory
+	// What the first apply took over carries the add-on's seal now: not adopted again.
+	second, err := newManager().Apply(ctx, req)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(second.Adopted).To(ConsistOf(HaveField("ObjectReference", service)))
+}

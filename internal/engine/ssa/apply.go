@@ -156,6 +156,12 @@ func (m *Manager) Apply(ctx context.Context, req Request) (Result, error) {
 		// Keep everything we may have created in the inventory, and prune nothing:
 		// a partial apply must never delete what is still running.
 		res.Inventory = MergeInventory(req.Previous, desired, res.Applied)
+		// What was taken over before the apply stopped (at a wave that waits, say) is the
+		// add-on's now: the next apply finds it so, and does not adopt it again.
+		res.Adopted = slices.DeleteFunc(slices.Clone(own.adopted), func(a addonsv1alpha1.AdoptedObject) bool {
+			_, written := res.Applied[a.ObjectReference]
+			return !written
+		})
 		return res, err
 	}
 	res.Inventory = desired
@@ -183,6 +189,7 @@ func (w *stageWriter) writeWaves(ctx context.Context, own *ownership, waves []Wa
 		if err := w.waitForWaves(ctx, waves, i, own.external, ready); err != nil {
 			return err
 		}
+		w.later = waves[i+1:]
 		stages := map[int][]*unstructured.Unstructured{}
 		for _, u := range waves[i].Objects {
 			if ref := RefOf(u); !own.skip[ref] && (w.req.Only == nil || w.req.Only[ref]) {
@@ -244,8 +251,11 @@ type stageWriter struct {
 	live map[addonsv1alpha1.ObjectReference]liveInfo
 	// absent are the objects applied create-only (ownership.absent).
 	absent map[addonsv1alpha1.ObjectReference]bool
-	mu     sync.Mutex
-	res    *Result
+	// later are the waves after the one being written, which resolveExisting looks
+	// through as well.
+	later []Wave
+	mu    sync.Mutex
+	res   *Result
 	// existing are the create-only objects of the last stage that the API server
 	// refused with a Conflict, as it refuses an object that exists; nothing was written to
 	// them. conflicts are those refusals, in the same order.
@@ -271,34 +281,28 @@ func (w *stageWriter) writeStage(ctx context.Context, own *ownership, stages map
 }
 
 // resolveExisting decides about the objects of stage s that were applied create-only
-// but exist, and about every object of this and the later stages still assumed absent:
-// each is looked up past the cache and decided as handedOver decides for a Namespace
-// (uncached). Unmanaged ones make an *AdoptionError that lists them all; nothing was
-// written to any of them, and the new objects this apply created stay the add-on's (the
-// write-ahead record lists them). Objects that turn out to be the add-on's own (the
-// cache lagged) are applied again; objects used as they are leave the stages.
+// but exist, and about every object of this and the later stages, and of the later
+// waves, still assumed absent: each is looked up past the cache and decided as
+// handedOver decides for a Namespace (uncached). Unmanaged ones make an *AdoptionError
+// that lists them all, those of waves not applied yet included; nothing was written to
+// any of them, and the new objects this apply created stay the add-on's (the write-ahead
+// record lists them). Objects that turn out to be the add-on's own (the cache lagged)
+// are applied again; objects used as they are leave the stages.
 func (w *stageWriter) resolveExisting(ctx context.Context, own *ownership, stages map[int][]*unstructured.Unstructured, s int) error {
 	existing := NewObjectSet(w.existing)
 	w.existing, w.conflicts = nil, nil
 	var unmanaged []addonsv1alpha1.ObjectReference
-	for t := s; t <= StageAPIEndpoints; t++ {
-		for _, u := range stages[t] {
-			ref := RefOf(u)
-			if !own.absent[ref] || (t == s && !existing.Has(ref)) {
-				// Known, or created just now.
-				continue
-			}
-			found, err := w.uncached(ctx, w.req, ref, own)
-			if err != nil {
-				return err
-			}
-			switch found {
-			case foundUnmanaged:
-				unmanaged = append(unmanaged, ref)
-			case foundOurs:
-				delete(own.absent, ref)
-				own.live[ref] = liveInfo{exists: true}
-			}
+	for _, ref := range w.toLookUp(own, stages, s, existing) {
+		found, err := w.uncached(ctx, w.req, ref, own)
+		if err != nil {
+			return err
+		}
+		switch found {
+		case foundUnmanaged:
+			unmanaged = append(unmanaged, ref)
+		case foundOurs:
+			delete(own.absent, ref)
+			own.live[ref] = liveInfo{exists: true}
 		}
 	}
 	if len(unmanaged) > 0 {
@@ -322,6 +326,29 @@ func (w *stageWriter) resolveExisting(ctx context.Context, own *ownership, stage
 		return &WriteError{Err: errors.Join(w.conflicts...)}
 	}
 	return nil
+}
+
+// toLookUp lists, for resolveExisting, the objects still assumed absent: those of stage
+// s that its create-only applies found to exist (existing; the others were created just
+// now), those of the later stages, and those of the later waves that this apply writes.
+func (w *stageWriter) toLookUp(own *ownership, stages map[int][]*unstructured.Unstructured, s int,
+	existing ObjectSet) []addonsv1alpha1.ObjectReference {
+	var refs []addonsv1alpha1.ObjectReference
+	for t := s; t <= StageAPIEndpoints; t++ {
+		for _, u := range stages[t] {
+			if ref := RefOf(u); own.absent[ref] && (t != s || existing.Has(ref)) {
+				refs = append(refs, ref)
+			}
+		}
+	}
+	for _, wave := range w.later {
+		for _, u := range wave.Objects {
+			if ref := RefOf(u); own.absent[ref] && !own.skip[ref] && (w.req.Only == nil || w.req.Only[ref]) {
+				refs = append(refs, ref)
+			}
+		}
+	}
+	return refs
 }
 
 // applyStage server-side applies one stage's objects with bounded concurrency. The last
