@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -29,6 +30,7 @@ import (
 	"github.com/kaddons/kaddons/internal/config"
 	"github.com/kaddons/kaddons/internal/engine"
 	"github.com/kaddons/kaddons/internal/engine/ssa"
+	"github.com/kaddons/kaddons/internal/extensions"
 	"github.com/kaddons/kaddons/internal/sources"
 	"github.com/kaddons/kaddons/internal/version"
 )
@@ -216,11 +218,25 @@ func reconciler(name string, r interface{ SetupWithManager(ctrl.Manager) error }
 }
 
 // policies registers the AddonPolicy controller with the namespace cache it reads, and
-// sets the permit of opts: the add-on controllers registered after it ask it.
+// sets the permit of opts: the add-on controllers registered after it ask it. Then it
+// registers the AddonExtension controller, which selects add-ons with the same cache,
+// and sets the extensions of opts.
 func policies(opts *engine.Options, namespace string) registration {
-	return func(mgr ctrl.Manager) (err error) {
-		opts.Permit, opts.ReconcileAllOn, err = controllers.SetupPolicies(mgr, namespace)
-		return err
+	return func(mgr ctrl.Manager) error {
+		namespaces, err := controllers.SetupPolicies(mgr, namespace, opts)
+		if err != nil {
+			return err
+		}
+		clientset, err := kubernetes.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+		if err != nil {
+			return fmt.Errorf("creating the client of ServiceAccount tokens: %w", err)
+		}
+		account, err := extensions.OwnServiceAccount(context.Background(), clientset.AuthenticationV1())
+		if err != nil {
+			return err
+		}
+		tokens := &extensions.ServiceAccountTokens{ServiceAccounts: clientset.CoreV1(), ServiceAccount: account}
+		return controllers.SetupExtensions(mgr, opts, namespaces, tokens)
 	}
 }
 

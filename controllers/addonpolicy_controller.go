@@ -22,22 +22,25 @@ import (
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 
 // SetupPolicies registers what AddonPolicies need with mgr (the controller reporting
-// their validity, a metadata-only cache of every namespace's labels) and returns the
-// engine options that make the add-on controllers obey the policies of namespace ns.
-func SetupPolicies(mgr ctrl.Manager, ns string) (engine.PermitFunc, []client.Object, error) {
+// their validity, a metadata-only cache of every namespace's labels) and sets the engine
+// options that make the add-on controllers obey the policies of namespace ns. It returns
+// the namespace cache, for the others that select add-ons by their namespace's labels.
+func SetupPolicies(mgr ctrl.Manager, ns string, opts *engine.Options) (client.Reader, error) {
 	namespaces, err := cache.New(mgr.GetConfig(), cache.Options{
 		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), DefaultTransform: cache.TransformStripManagedFields()})
 	if err != nil {
-		return nil, nil, fmt.Errorf("creating the namespace cache: %w", err)
+		return nil, fmt.Errorf("creating the namespace cache: %w", err)
 	}
 	if err := mgr.Add(namespaces); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if err := (&AddonPolicyReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
-		return nil, nil, fmt.Errorf("setting up the addonpolicy controller: %w", err)
+		return nil, fmt.Errorf("setting up the addonpolicy controller: %w", err)
 	}
 	checker := &engine.PolicyChecker{Namespace: ns, Policies: mgr.GetClient(), Namespaces: namespaces}
-	return checker.Permit, []client.Object{&configv1alpha1.AddonPolicy{}}, nil
+	opts.Permit = checker.Permit
+	opts.ReconcileAllOn = append(opts.ReconcileAllOn, &configv1alpha1.AddonPolicy{})
+	return namespaces, nil
 }
 
 // AddonPolicyReconciler reports in each AddonPolicy's Ready condition whether all its

@@ -57,40 +57,45 @@ func CoreDNSDefinition() engine.Definition {
 		Transforms: []engine.ObjectTransform{transformCoreDNS},
 		// The Corefile is written into the ConfigMap as given: AddonPolicy decides who may set it.
 		FreeFormFields: []string{"spec.corefile"},
-		Inputs:         adoptedCorefile,
+		Hooks:          engine.Hooks{Default: adoptedCorefile},
 	}
 }
 
 // coreDNSInputs carries a Corefile that kaddons did not write, migrated to the version
-// being applied; empty when the package's Corefile applies.
+// being applied. It is not spec.corefile: the adopted file still takes spec.dnsDomain,
+// and AddonPolicy does not count it as a free-form field the user set.
 type coreDNSInputs struct {
 	Corefile string `json:"corefile,omitempty"`
 }
 
-// adoptedCorefile keeps the Corefile of an install kaddons adopts (or adopted), migrated
-// from the version that wrote it. spec.corefile, when set, wins.
-func adoptedCorefile(ctx context.Context, req engine.InputRequest) (any, error) {
+// adoptedCorefile is CoreDNS's Default hook: it keeps the Corefile of an install kaddons
+// adopts (or adopted), migrated from the version that wrote it, for the transform.
+// spec.corefile, when set, wins.
+func adoptedCorefile(ctx context.Context, req engine.HookRequest) engine.HookResult {
 	if cr, ok := req.Addon.(*addonsv1alpha1.CoreDNS); !ok || cr.Spec.Corefile != "" {
-		return coreDNSInputs{}, nil
+		return engine.HookResult{}
 	}
 	existing, err := engine.AdoptedConfig(ctx, req, engine.ExistingConfig{ConfigMap: coreDNSConfigMap, Key: "Corefile",
 		Deployment: coreDNSDeployment, Container: coreDNSContainer})
 	if err != nil || existing.Value == "" {
-		return coreDNSInputs{}, err
+		return engine.HookResult{Err: err}
 	}
 	migrated, err := corefile.Migrate(existing.Value, existing.Version, req.Package.Version, !existing.Adopting)
 	var failed *corefile.MigrationError
-	if errors.As(err, &failed) {
-		return coreDNSInputs{}, corefileBlocked(failed)
+	switch {
+	case errors.As(err, &failed):
+		return corefileBlocked(failed)
+	case err != nil:
+		return engine.HookResult{Err: err}
 	}
-	return coreDNSInputs{Corefile: migrated}, err
+	return engine.HookResult{Inputs: coreDNSInputs{Corefile: migrated}}
 }
 
 // corefileBlocked stops the add-on, nothing applied, rather than apply a Corefile that
-// would lose what an admin configured; the message says which of the spec's fields lift
-// the block.
-func corefileBlocked(err *corefile.MigrationError) *engine.BlockedError {
-	return &engine.BlockedError{Reason: addonsv1alpha1.ReasonCorefileMigrationFailed,
+// would lose what an admin configured: Stalled, looked at again every minute (an admin
+// may edit the Corefile). The message says which of the spec's fields lift the block.
+func corefileBlocked(err *corefile.MigrationError) engine.HookResult {
+	return engine.HookResult{Reason: addonsv1alpha1.ReasonCorefileMigrationFailed, Terminal: true,
 		Message: err.Error() + "; nothing was changed. Set spec.corefile, pin spec.version, or edit the Corefile"}
 }
 

@@ -32,12 +32,6 @@ const (
 	packagedDNSDomain     = "cluster.local"
 )
 
-// nodeLocalDNSInputs are the addresses node-local-dns is rendered with.
-type nodeLocalDNSInputs struct {
-	ClusterDNSIP string `json:"clusterDNSIP"`
-	DNSDomain    string `json:"dnsDomain"`
-}
-
 // NodeLocalDNSDefinition declares the NodeLocal DNSCache add-on to the shared engine.
 func NodeLocalDNSDefinition() engine.Definition {
 	return engine.Definition{
@@ -51,7 +45,7 @@ func NodeLocalDNSDefinition() engine.Definition {
 		},
 		Transforms: []engine.ObjectTransform{transformNodeLocalDNS},
 		Follows:    followedCoreDNS,
-		Inputs:     nodeLocalDNSAddresses,
+		Hooks:      engine.Hooks{Default: nodeLocalDNSAddresses},
 	}
 }
 
@@ -64,48 +58,49 @@ func followedCoreDNS(addon addonsv1alpha1.Addon) []addonsv1alpha1.AddonReference
 	return []addonsv1alpha1.AddonReference{{Kind: "CoreDNS", Name: n.Spec.CoreDNSRef.Name, Namespace: n.Spec.CoreDNSRef.Namespace}}
 }
 
-// nodeLocalDNSAddresses works out the cluster DNS IP and domain: the spec's own values
-// first, then the followed CoreDNS's (CoreDNSServiceAddress), then the packaged defaults.
-func nodeLocalDNSAddresses(ctx context.Context, req engine.InputRequest) (any, error) {
+// nodeLocalDNSAddresses is NodeLocalDNS's Default hook: it fills in spec.clusterDNSIP
+// and spec.dnsDomain, where the spec leaves them empty, from the followed CoreDNS
+// (CoreDNSServiceAddress), else with the packaged defaults. It waits (DependencyNotReady)
+// while the CoreDNS does not exist or has no address yet.
+func nodeLocalDNSAddresses(ctx context.Context, req engine.HookRequest) engine.HookResult {
 	n, ok := req.Addon.(*addonsv1alpha1.NodeLocalDNS)
 	if !ok {
-		return nil, fmt.Errorf("expected a NodeLocalDNS, got %T", req.Addon)
+		return engine.HookResult{Err: fmt.Errorf("expected a NodeLocalDNS, got %T", req.Addon)}
 	}
-	c := req.Cache
-	in := nodeLocalDNSInputs{ClusterDNSIP: n.Spec.ClusterDNSIP, DNSDomain: n.Spec.DNSDomain}
-	if refs := followedCoreDNS(n); len(refs) > 0 && (in.ClusterDNSIP == "" || in.DNSDomain == "") {
+	spec := &n.Spec
+	if refs := followedCoreDNS(n); len(refs) > 0 && (spec.ClusterDNSIP == "" || spec.DNSDomain == "") {
 		coreDNS := &addonsv1alpha1.CoreDNS{}
-		if err := engine.Follow(ctx, c, n, refs[0], "spec.coreDNSRef", coreDNS); err != nil {
-			return nil, err
+		if res := engine.Follow(ctx, req.Cache, n, refs[0], "spec.coreDNSRef", coreDNS); res.Holds() {
+			return res
 		}
-		in.DNSDomain = cmp.Or(in.DNSDomain, coreDNS.Spec.DNSDomain)
-		ip, err := CoreDNSServiceAddress(ctx, c, coreDNS)
+		ip, err := CoreDNSServiceAddress(ctx, req.Cache, coreDNS)
 		switch {
 		case err != nil:
-			return nil, err
-		case ip == "" && in.ClusterDNSIP == "":
-			return nil, engine.Waiting("waiting for CoreDNS %s/%s, named by spec.coreDNSRef, to get a cluster IP", coreDNS.Namespace, coreDNS.Name)
+			return engine.HookResult{Err: err}
+		case ip == "" && spec.ClusterDNSIP == "":
+			return engine.Hold(addonsv1alpha1.ReasonDependencyNotReady,
+				"waiting for CoreDNS %s/%s, named by spec.coreDNSRef, to get a cluster IP", coreDNS.Namespace, coreDNS.Name)
 		}
-		in.ClusterDNSIP = cmp.Or(in.ClusterDNSIP, ip)
+		spec.DNSDomain = cmp.Or(spec.DNSDomain, coreDNS.Spec.DNSDomain)
+		spec.ClusterDNSIP = cmp.Or(spec.ClusterDNSIP, ip)
 	}
-	in.ClusterDNSIP = cmp.Or(in.ClusterDNSIP, packagedClusterDNSIP)
-	in.DNSDomain = cmp.Or(in.DNSDomain, packagedDNSDomain)
-	return in, nil
+	spec.ClusterDNSIP = cmp.Or(spec.ClusterDNSIP, packagedClusterDNSIP)
+	spec.DNSDomain = cmp.Or(spec.DNSDomain, packagedDNSDomain)
+	return engine.HookResult{}
 }
 
-// transformNodeLocalDNS applies the NodeLocalDNS spec's typed fields and the followed
-// addresses to the rendered package.
+// transformNodeLocalDNS applies the NodeLocalDNS spec's typed fields, with the addresses
+// its Default hook filled in, to the rendered package.
 func transformNodeLocalDNS(_ context.Context, in engine.RenderInput, objects *engine.Objects) error {
 	cr, ok := in.Addon.(*addonsv1alpha1.NodeLocalDNS)
 	if !ok {
 		return fmt.Errorf("expected a NodeLocalDNS, got %T", in.Addon)
 	}
-	addresses, ok := in.Inputs.(nodeLocalDNSInputs)
-	if !ok {
-		return fmt.Errorf("the NodeLocalDNS addresses were not computed")
+	if cr.Spec.ClusterDNSIP == "" || cr.Spec.DNSDomain == "" {
+		return fmt.Errorf("the NodeLocalDNS addresses were not filled in by its Default hook")
 	}
 	replace := strings.NewReplacer(packagedLocalIP, cmp.Or(cr.Spec.LocalIP, packagedLocalIP),
-		packagedClusterDNSIP, addresses.ClusterDNSIP, packagedDNSDomain+":53", addresses.DNSDomain+":53")
+		packagedClusterDNSIP, cr.Spec.ClusterDNSIP, packagedDNSDomain+":53", cr.Spec.DNSDomain+":53")
 	cm, err := engine.MustFindObject(objects, "ConfigMap", nodeLocalDNSConfigMap)
 	if err != nil {
 		return err

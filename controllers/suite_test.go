@@ -121,9 +121,15 @@ func runSuite(m *testing.M) int {
 		}
 	}
 	source = channels.NewCatalog(channelsDir, channels.DefaultChannel)
-	permit, reconcileAllOn, err := SetupPolicies(testMgr, policyNamespace)
+	// Operator is set once the cluster's version can be read, below.
+	opts := engine.Options{Catalog: source, Settings: settings, Artifacts: testSources, Sealer: testSealer}
+	namespaces, err := SetupPolicies(testMgr, policyNamespace, &opts)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "setting up policies: %v\n", err)
+		return 1
+	}
+	if err := setupTestExtensions(cfg, namespaces, &opts); err != nil {
+		fmt.Fprintf(os.Stderr, "setting up extensions: %v\n", err)
 		return 1
 	}
 	discoveryClient, err := discovery.NewDiscoveryClientForConfig(cfg)
@@ -138,8 +144,8 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "setting up the addonsource controller: %v\n", err)
 		return 1
 	}
-	if err := SetupWithManager(testMgr, engine.Options{Catalog: source, Settings: settings,
-		Permit: permit, ReconcileAllOn: reconcileAllOn, Artifacts: testSources, Operator: testOperator, Sealer: testSealer}); err != nil {
+	opts.Operator = testOperator
+	if err := SetupWithManager(testMgr, opts); err != nil {
 		fmt.Fprintf(os.Stderr, "setting up controllers: %v\n", err)
 		return 1
 	}

@@ -163,4 +163,36 @@ const (
 	// ReasonHookFailed means a hook could not answer (an error, not a refusal); retried
 	// with back-off.
 	ReasonHookFailed = "HookFailed"
+	// ReasonExtensionNotReady means an AddonExtension with failurePolicy Fail selects the
+	// add-on but is not Discovered: the add-on waits, nothing applied, until it is.
+	ReasonExtensionNotReady = "ExtensionNotReady"
+	// ReasonExtensionUnreachable means a call to an extension timed out, or TLS or the
+	// connection failed, or it answered with an HTTP error; retried with back-off.
+	ReasonExtensionUnreachable = "ExtensionUnreachable"
+	// ReasonExtensionInvalidResponse means an extension answered with something that is
+	// not a valid response (not JSON, the wrong kind, larger than the cap); retried.
+	ReasonExtensionInvalidResponse = "ExtensionInvalidResponse"
+	// ReasonExtensionFailed means an extension answered that it could not answer (status
+	// Failure); retried.
+	ReasonExtensionFailed = "ExtensionFailed"
+	// ReasonExtensionResponseRefused means a Render extension returned objects kaddons
+	// refuses: an object left out or moved to another namespace, a kind the add-on may not
+	// have, an added object that names a namespace. Nothing is applied; retried.
+	ReasonExtensionResponseRefused = "ExtensionResponseRefused"
+	// ReasonExtensionIgnored marks Degraded (the add-on went on) when a call to an
+	// extension with failurePolicy Ignore failed; the message says which and why.
+	ReasonExtensionIgnored = "ExtensionIgnored"
+
+	// ReasonDiscovered means an AddonExtension's discovery endpoint answered and serves
+	// every hook its spec names.
+	ReasonDiscovered = "Discovered"
+	// ReasonDiscoveryFailed means an AddonExtension's discovery endpoint could not be
+	// reached or answered with something that is not a DiscoveryResponse; retried.
+	ReasonDiscoveryFailed = "DiscoveryFailed"
+	// ReasonHooksNotServed means an AddonExtension's discovery endpoint does not list a
+	// hook its spec names, or only at a version kaddons does not speak.
+	ReasonHooksNotServed = "HooksNotServed"
+	// ReasonInvalidExtension means an AddonExtension's spec cannot be used (its CA bundle
+	// holds no certificate, its namespace selector does not parse).
+	ReasonInvalidExtension = "InvalidExtension"
 )

@@ -42,7 +42,7 @@ var clusterScoped = func() map[schema.GroupKind]bool {
 		"storagemigration.k8s.io":         {"StorageVersionMigration"},
 		"authentication.k8s.io":           {"TokenReview", "SelfSubjectReview"},
 		"authorization.k8s.io":            {"SubjectAccessReview", "SelfSubjectAccessReview", "SelfSubjectRulesReview"},
-		addonsv1alpha1.GroupVersion.Group: {"AddonSource"},
+		addonsv1alpha1.GroupVersion.Group: {"AddonSource", "AddonExtension"},
 	}
 	out := map[schema.GroupKind]bool{}
 	for group, list := range kinds {

@@ -48,10 +48,11 @@ func (c *byAddon[T]) forget(name types.NamespacedName) {
 // renderCache keeps each add-on's last rendered objects, so that reconciles triggered
 // by its children (status changes during a rollout, drift) do not run the transforms
 // again. An entry is valid for one add-on UID and generation, one render key (the
-// version, the definition's inputs and the registry mirror) and one kustomize output of
-// the package; anything else renders afresh. The objects are kept as compact JSON, a
-// fraction of the memory of their decoded form (this cache holds every add-on's), and
-// each hit decodes a copy of its own, still far cheaper than the transforms.
+// version, what the Default hook filled in and returned, and the registry mirror) and
+// one kustomize output of the package; anything else renders afresh. The objects are
+// kept as compact JSON, a fraction of the memory of their decoded form (this cache holds
+// every add-on's), and each hit decodes a copy of its own, still far cheaper than the
+// transforms.
 type renderCache struct {
 	byAddon[renderEntry]
 }

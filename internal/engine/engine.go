@@ -3,12 +3,13 @@
 // Definition; everything else (resolving and rendering packages, server-side apply,
 // prune, drift, health, status, events and deletion) happens here, once for all add-ons.
 //
-// A reconcile is a list of phases (gate, resolve, permit, render, plan, apply, health),
-// one file each. A phase takes the reconcile's facts as an argument and returns an
-// outcome: continue, or stop with a condition class, a reason and an error. One function
-// (outcome.go) turns the outcome into conditions and into a terminal or retried error,
-// and one function (status.go) writes the status, by patch, when it changed. Data travels
-// in arguments and return values; contexts carry only logging and cancellation.
+// A reconcile is a list of phases (gate, resolve, permit, impersonate, default, render,
+// plan, apply, health), one file each. A phase takes the reconcile's facts as an
+// argument and returns an outcome: continue, or stop with a condition class, a reason
+// and an error. One function (outcome.go) turns the outcome into conditions and into a
+// terminal or retried error, and one function (status.go) writes the status, by patch,
+// when it changed. Data travels in arguments and return values; contexts carry only
+// logging and cancellation.
 //
 // KDP (kubebuilder-declarative-pattern) provides the manifest object types and the
 // default object order; they stay behind one adapter (kdp.go).
@@ -35,6 +36,7 @@ import (
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/internal/channels"
 	"github.com/kaddons/kaddons/internal/engine/ssa"
+	"github.com/kaddons/kaddons/internal/extensions"
 )
 
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
@@ -63,7 +65,7 @@ type Definition struct {
 	// Dashboard's CSRF Secret): kaddons sets them on creation only, as with
 	// spec.driftExclusions. A target the package does not render is skipped.
 	DriftExclusions []addonsv1alpha1.DriftExclusion
-	// Follows lists the other add-ons whose settings this add-on's transforms read (a
+	// Follows lists the other add-ons whose settings this add-on's Default hook reads (a
 	// NodeLocalDNS follows a CoreDNS). A change to one of them reconciles this add-on.
 	Follows func(addon addonsv1alpha1.Addon) []addonsv1alpha1.AddonReference
 	// FreeFormFields lists, by path (spec.corefile), the add-on's own spec fields whose
@@ -71,14 +73,10 @@ type Definition struct {
 	// every add-on has, and which is not listed here). AddonPolicy rules allow each one by
 	// this path; the engine tells the policy which of them an add-on sets.
 	FreeFormFields []string
-	// Inputs computes what the transforms read from outside the add-on's own spec, such
-	// as a followed add-on's settings or an existing config file to adopt. The result is
-	// part of the render cache key and reaches transforms as RenderInput.Inputs. A
-	// *WaitError stops the reconcile without applying until a followed add-on changes; a
-	// *BlockedError stops it as Stalled, with its own reason, and looks again later.
-	Inputs func(ctx context.Context, req InputRequest) (any, error)
 	// Hooks are the add-on author's code at fixed points of the lifecycle: Validate,
-	// Default, Initialize, BeforeUpgrade, AfterReady and Cleanup.
+	// Default, Initialize, BeforeUpgrade, AfterReady and Cleanup. Default fills in what
+	// the spec leaves empty and the cluster decides, such as a followed add-on's settings
+	// or an existing configuration file to adopt.
 	Hooks Hooks
 }
 
@@ -125,6 +123,9 @@ type Options struct {
 	// that only carry its labels; it must be the one CacheOptions was given. Nil seals
 	// nothing and trusts the labels (tools that only render).
 	Sealer *ssa.Sealer
+	// Extensions answers which AddonExtensions apply to an add-on and calls them. Nil
+	// calls none.
+	Extensions *extensions.Registry
 }
 
 // ChildVerbs are the verbs the engine uses on every child kind: read through the cache
@@ -223,6 +224,10 @@ func NewWithClients(def Definition, opts Options, c Clients) (*Reconciler, error
 // reconcileState is one reconcile's facts, handed from phase to phase as an argument.
 type reconcileState struct {
 	addon addonsv1alpha1.Addon
+	// asStored is the add-on as read, which no phase changes: its spec is the user's,
+	// before the Default hook filled in addon's. Nil means addon until the default phase
+	// keeps a copy (Render, and states that tests build).
+	asStored addonsv1alpha1.Addon
 	// settings is this reconcile's snapshot of the operator-wide settings.
 	settings Settings
 	// artifact is the AddonSource artifact the add-on's packages come from, set by
@@ -237,7 +242,9 @@ type reconcileState struct {
 	// wanted is the version the spec asks for when a failed upgrade pinned resolved to
 	// the last healthy version.
 	wanted string
-	// rendered is what render produced: the objects and the inputs they came from.
+	// defaulted is what the Default hook produced for render.
+	defaulted defaulted
+	// rendered is what render produced: the objects and the key of what they came from.
 	rendered rendered
 	// plan is what plan decided to write.
 	plan planResult
@@ -254,6 +261,18 @@ type reconcileState struct {
 	// was Ready at its generation then; empty otherwise. AfterReady runs only when the
 	// add-on turns Ready at another version or generation.
 	readyVersion string
+	// ignored says which calls to extensions with failurePolicy Ignore failed in this
+	// reconcile: the add-on went on, and is marked Degraded (ExtensionIgnored).
+	ignored []string
+}
+
+// stored returns the add-on as read, with the spec the user wrote: what permit, admit
+// and the applied spec hash judge, whatever the Default hook filled in.
+func (st *reconcileState) stored() addonsv1alpha1.Addon {
+	if st.asStored != nil {
+		return st.asStored
+	}
+	return st.addon
 }
 
 // phase is one named step of a reconcile.
@@ -270,6 +289,7 @@ const (
 	phasePermit      = "permit"
 	phasePreflight   = "preflight"
 	phaseImpersonate = "impersonate"
+	phaseDefault     = "default"
 	phaseRender      = "render"
 	phaseAdmit       = "admit"
 	phaseBeforeApply = "before-apply"
@@ -288,6 +308,7 @@ func (r *Reconciler) phases() []phase {
 		{name: phasePermit, run: r.permit},
 		{name: phasePreflight, run: r.preflight},
 		{name: phaseImpersonate, run: r.impersonate},
+		{name: phaseDefault, run: r.defaults},
 		{name: phaseRender, run: r.render},
 		{name: phaseAdmit, run: r.admit},
 		{name: phaseBeforeApply, run: r.beforeApply},
@@ -356,12 +377,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	}
 
 	original := obj.DeepCopyObject().(addonsv1alpha1.Addon)
-	st := &reconcileState{addon: obj, settings: r.opts.Settings.Load(), pending: pending, record: record,
+	st := &reconcileState{addon: obj, asStored: original, settings: r.opts.Settings.Load(), pending: pending, record: record,
 		readyVersion: readyVersion(obj)}
 	out, stoppedAt := runPhases(ctx, st, r.phases())
 	if stoppedAt != "" && out.err != nil {
 		log.FromContext(ctx).V(1).Info("Phase stopped the reconcile", "phase", stoppedAt, "error", out.err.Error())
 	}
+	out = st.withIgnored(out)
 	err := r.summarize(st, out)
 	if perr := r.patchStatus(ctx, original, obj); perr != nil {
 		err = errors.Join(err, perr)

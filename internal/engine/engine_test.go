@@ -11,8 +11,8 @@ func TestPhaseOrder(t *testing.T) {
 	for _, p := range r.phases() {
 		names = append(names, p.name)
 	}
-	want := []string{phaseGate, phaseResolve, phaseValidate, phasePermit, phasePreflight, phaseImpersonate, phaseRender, phaseAdmit,
-		phaseBeforeApply, phasePlan, phaseApply, phaseHealth}
+	want := []string{phaseGate, phaseResolve, phaseValidate, phasePermit, phasePreflight, phaseImpersonate, phaseDefault, phaseRender,
+		phaseAdmit, phaseBeforeApply, phasePlan, phaseApply, phaseHealth}
 	if !equalStrings(names, want) {
 		t.Fatalf("phases = %v, want %v", names, want)
 	}
@@ -20,7 +20,8 @@ func TestPhaseOrder(t *testing.T) {
 	for _, p := range phasesBetween(r.phases(), phaseResolve, phaseAdmit) {
 		rendering = append(rendering, p.name)
 	}
-	if want := []string{phaseResolve, phaseValidate, phasePermit, phasePreflight, phaseImpersonate, phaseRender, phaseAdmit}; !equalStrings(rendering, want) {
+	if want := []string{phaseResolve, phaseValidate, phasePermit, phasePreflight, phaseImpersonate, phaseDefault, phaseRender,
+		phaseAdmit}; !equalStrings(rendering, want) {
 		t.Errorf("Render runs %v, want %v", rendering, want)
 	}
 	if got := phasesBetween(r.phases(), phaseRender, phaseResolve); got != nil {

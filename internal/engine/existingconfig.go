@@ -65,9 +65,12 @@ type Config struct {
 //     (its AnnotationAdoptedConfig, read through the cache), written for
 //     status.appliedVersion;
 //   - with spec.adopt IfUnmanaged, a ConfigMap that exists without kaddons' labels: its
-//     data and the image tag of the running workload, read from the API server (only
-//     while the cache does not hold the ConfigMap, that is until it is adopted).
-func AdoptedConfig(ctx context.Context, req InputRequest, want ExistingConfig) (Config, error) {
+//     data and the image tag of the running workload, read from the API server as the
+//     add-on's identity (req.API; only while the cache does not hold the ConfigMap,
+//     that is until it is adopted).
+//
+// req is a Default hook's request: the other hooks have no API reader, or run too late.
+func AdoptedConfig(ctx context.Context, req HookRequest, want ExistingConfig) (Config, error) {
 	key := client.ObjectKey{Namespace: req.TargetNamespace, Name: want.ConfigMap}
 	ref := addonsv1alpha1.ObjectReference{Version: "v1", Kind: "ConfigMap", Namespace: key.Namespace, Name: key.Name}
 	status := req.Addon.GetAddonStatus()
@@ -95,6 +98,9 @@ func AdoptedConfig(ctx context.Context, req InputRequest, want ExistingConfig) (
 	case adopted:
 		// Adopted before, gone now: the package's file applies again.
 		return Config{}, nil
+	}
+	if req.API == nil {
+		return Config{}, fmt.Errorf("reading %s: the hook request has no API reader (only Default's has)", ref)
 	}
 	if err := req.API.Get(ctx, key, cm); apierrors.IsNotFound(err) {
 		return Config{}, nil

@@ -11,7 +11,8 @@ import (
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 )
 
-// Helpers for add-ons that follow another add-on (Definition.Follows and Inputs).
+// Helpers for add-ons that follow another add-on (Definition.Follows), for their
+// Default hook.
 
 // GetAddon reads the add-on ref names (its namespace defaulting to from's) through c into
 // into, an empty object of ref's kind.
@@ -21,15 +22,21 @@ func GetAddon(ctx context.Context, c client.Reader, from addonsv1alpha1.Addon, r
 }
 
 // Follow reads the add-on ref names (its namespace defaulting to from's) into into, like
-// GetAddon. While it does not exist, Follow returns a *WaitError that names it and
-// field, the spec field that refers to it, so the follower waits rather than fails.
+// GetAddon, and returns what a Default hook answers: the zero HookResult once into is
+// read; while the add-on does not exist, a hold with reason DependencyNotReady that names
+// it and field, the spec field that refers to it, so that the follower waits rather than
+// fails; when the read fails, the error as Err.
 func Follow(ctx context.Context, c client.Reader, from addonsv1alpha1.Addon, ref addonsv1alpha1.AddonReference,
-	field string, into addonsv1alpha1.Addon) error {
+	field string, into addonsv1alpha1.Addon) HookResult {
 	err := GetAddon(ctx, c, from, ref, into)
-	if apierrors.IsNotFound(err) {
-		return Waiting("waiting for %s %s/%s, named by %s: not found", ref.Kind, RefNamespace(from, ref), ref.Name, field)
+	switch {
+	case apierrors.IsNotFound(err):
+		return Hold(addonsv1alpha1.ReasonDependencyNotReady, "waiting for %s %s/%s, named by %s: not found",
+			ref.Kind, RefNamespace(from, ref), ref.Name, field)
+	case err != nil:
+		return HookResult{Err: err}
 	}
-	return err
+	return HookResult{}
 }
 
 // ServiceAddress returns the cluster IP of the Service named name in addon's inventory,

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,13 +14,18 @@ func TestFollow(t *testing.T) {
 	_, c := testReconciler(t, Options{}, coreDNS("a", "dns"))
 	from := coreDNS("a", "follower")
 	into := &addonsv1alpha1.CoreDNS{}
-	if err := Follow(context.Background(), c, from, addonsv1alpha1.AddonReference{Kind: "CoreDNS", Name: "dns"}, "spec.ref", into); err != nil {
-		t.Fatalf("Follow of an existing add-on = %v", err)
+	if res := Follow(context.Background(), c, from, addonsv1alpha1.AddonReference{Kind: "CoreDNS", Name: "dns"}, "spec.ref", into); res.Holds() {
+		t.Fatalf("Follow of an existing add-on = %+v", res)
 	}
-	err := Follow(context.Background(), c, from, addonsv1alpha1.AddonReference{Kind: "CoreDNS", Name: "missing"}, "spec.ref", into)
-	var wait *WaitError
-	if !errors.As(err, &wait) || wait.Message != "waiting for CoreDNS a/missing, named by spec.ref: not found" {
-		t.Errorf("Follow of a missing add-on = %v, want a WaitError naming it", err)
+	res := Follow(context.Background(), c, from, addonsv1alpha1.AddonReference{Kind: "CoreDNS", Name: "missing"}, "spec.ref", into)
+	if res.Err != nil || res.Terminal || res.Reason != addonsv1alpha1.ReasonDependencyNotReady ||
+		res.Message != "waiting for CoreDNS a/missing, named by spec.ref: not found" {
+		t.Errorf("Follow of a missing add-on = %+v, want a DependencyNotReady hold naming it", res)
+	}
+	out := defaultHold(res)
+	if out.class != classProgressing || out.reason != addonsv1alpha1.ReasonDependencyNotReady || out.requeueAfter != 0 ||
+		out.message != "waiting for CoreDNS a/missing, named by spec.ref: not found" {
+		t.Errorf("the Default hold of a missing add-on = %+v, want Progressing until it changes", out)
 	}
 }
 

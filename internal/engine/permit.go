@@ -112,9 +112,11 @@ func (r *Reconciler) checkPermit(ctx context.Context, st *reconcileState, namesp
 	return proceed()
 }
 
-// permitRequest gathers what the policy decides on.
+// permitRequest gathers what the policy decides on: the add-on as stored, so that what
+// the Default hook filled in never counts as set by the user.
 func (r *Reconciler) permitRequest(st *reconcileState) (PermitRequest, error) {
-	specPatches := patchesOf(st.addon)
+	addon := st.stored()
+	specPatches := patchesOf(addon)
 	kinds := make([]string, 0, len(specPatches))
 	for i, raw := range specPatches {
 		kind := ""
@@ -123,20 +125,20 @@ func (r *Reconciler) permitRequest(st *reconcileState) (PermitRequest, error) {
 		}
 		kinds = append(kinds, kind)
 	}
-	freeForm, err := setFields(st.addon, r.def.FreeFormFields)
+	freeForm, err := setFields(addon, r.def.FreeFormFields)
 	if err != nil {
 		return PermitRequest{}, err
 	}
 	return PermitRequest{
-		Addon:           st.addon,
+		Addon:           addon,
 		Kind:            r.gvk.Kind,
 		Channel:         st.channel,
 		Version:         st.resolved.Version,
-		Trusted:         st.settings.Tenancy.Trusts(st.addon.GetNamespace()),
-		TargetNamespace: r.def.TargetNamespace(st.addon),
+		Trusted:         st.settings.Tenancy.Trusts(addon.GetNamespace()),
+		TargetNamespace: r.def.TargetNamespace(addon),
 		PatchKinds:      kinds,
 		FreeFormFields:  freeForm,
-		Source:          st.addon.GetAddonSpec().SourceRef,
+		Source:          addon.GetAddonSpec().SourceRef,
 	}, nil
 }
 

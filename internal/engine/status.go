@@ -70,19 +70,21 @@ func syncReady(obj addonsv1alpha1.Addon) {
 
 // recordApply records in the status what the apply phase did: the inventory the apply
 // left (after a failed one too: it keeps every object that may exist), the write-ahead
-// record it covers, and, when nothing failed, the applied version, generation, source,
-// spec hash and adopted objects. err is the apply's error; nil with nothing applied
-// (plan found nothing to write) records only the spec hash and the source.
+// record it covers, the objects it took over (those of a failed apply too, or of one
+// that stopped at a wave that waits: the next apply finds them the add-on's own), and,
+// when nothing failed, the applied version, generation, source and spec hash. err is the
+// apply's error; nil with nothing applied (plan found nothing to write) records only the
+// spec hash and the source.
 func recordApply(st *reconcileState, err error, now time.Time) {
 	status := st.addon.GetAddonStatus()
 	res := st.applied
+	recordAdopted(status, res.Adopted)
 	if err == nil {
 		if res.Applied != nil {
 			recordApplied(status, st.addon.GetGeneration(), st.resolved.Version, now)
-			recordAdopted(status, res.Adopted)
 		}
 		recordSource(status, st.artifact)
-		status.AppliedSpecHash = specHash(st.addon)
+		status.AppliedSpecHash = specHash(st.stored())
 	}
 	if res.Applied != nil && (err == nil || errorIs[*ssa.PruneError](err)) && st.record != "" {
 		// Every object was written and whatever left the set was pruned or kept in the

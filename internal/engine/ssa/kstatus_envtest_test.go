@@ -22,12 +22,14 @@ func newObjectSpecs(t *testing.T) map[string]map[string]any {
 	return map[string]map[string]any{
 		"AddonSource": {"directory": map[string]any{"path": t.TempDir()}},
 		"AddonPolicy": {"rules": []any{map[string]any{"namespaceSelector": map[string]any{}}}},
+		"AddonExtension": {"clientConfig": map[string]any{"url": "https://127.0.0.1:1", "caBundle": "eA=="},
+			"hooks": []any{"Render"}},
 	}
 }
 
 // TestNewObjectsAreNotCurrentForKstatus creates an object of every kind kaddons defines
-// (every CRD of config/crd/bases: the add-on kinds, AddonSource, AddonPolicy,
-// OperatorConfig) and reads what the API server answers, before any controller could
+// (every CRD of config/crd/bases: the add-on kinds, AddonSource, AddonExtension,
+// AddonPolicy, OperatorConfig) and reads what the API server answers, before any controller could
 // have written a status: it must carry status.observedGeneration 0 (the CRD default), so
 // kstatus (Flux's health checks, kpt, Argo CD's kstatus-style checks) reads InProgress
 // rather than Current and a GitOps wait does not pass before kaddons looked at the object.
