@@ -139,10 +139,11 @@ vulndb: indexdb ## Build the offline vulnerability database into VULNDB_DIR (kep
 ##@ Build
 
 .PHONY: build
-build: manifests generate fmt vet ## Build the manager binary and the kubectl plugin (bin/kubectl-kaddons).
+build: manifests generate fmt vet ## Build the manager binary, the kubectl plugin (bin/kubectl-kaddons) and the example extensions (bin/extensions/).
 	go build -tags $(GO_BUILD_TAGS) -o bin/manager .
 	go build -ldflags "-X github.com/kaddons/kaddons/internal/version.Version=$(VERSION) -X github.com/kaddons/kaddons/internal/version.Revision=$(REVISION)" \
 		-o bin/kubectl-kaddons ./cmd/kubectl-kaddons
+	go build -o bin/extensions/ ./examples/extensions/...
 
 .PHONY: run
 run: manifests generate fmt vet ## Run the manager from your host against the cluster in KUBECONFIG.
