@@ -117,6 +117,10 @@ fuzz: ## Fuzz channel files, package builds, the configuration file and spec.pat
 test-cosign: ## Sign bundles with the real cosign v3 CLI (built by hack/cosign.sh, cached) and verify them with the fetcher (tag cosign).
 	cosign="$$(hack/cosign.sh)" && KADDONS_COSIGN="$$cosign" go test -tags cosign ./internal/sources -run '^TestCosign' -count=1 -v
 
+.PHONY: test-chart-helm
+test-chart-helm: ## Compare each object the chart renderer (internal/channels/helm) renders with what the Helm CLI's `helm template` prints (CLI built by hack/helm.sh, cached).
+	helm="$$(hack/helm.sh)" && KADDONS_HELM="$$helm" go test ./internal/channels/helm -run '^TestHelmTemplate' -count=1 -v
+
 .PHONY: lint
 lint: golangci-lint ## Run golangci-lint.
 	$(GOLANGCI_LINT) run

@@ -73,6 +73,21 @@ const (
 	// of files or the number of objects it renders. The message names the cap; nothing is
 	// applied or pruned until the package changes.
 	ReasonPackageTooLarge = "PackageTooLarge"
+	// ReasonChartRefused means a Helm chart package needs something kaddons does not
+	// render: a dependency that is not vendored under charts/ (the message names it and
+	// its repository; kaddons never downloads a chart), a values.schema.json that refers
+	// to a schema outside the chart, a library chart, a chart API version it does not
+	// read, or a crds/ file that holds anything but CustomResourceDefinitions. Nothing is
+	// applied or pruned until the package changes.
+	ReasonChartRefused = "ChartRefused"
+	// ReasonValuesInvalid means the values given to a Helm chart break its
+	// values.schema.json; the message names the field. Nothing is rendered or applied.
+	ReasonValuesInvalid = "ValuesInvalid"
+	// ReasonHookNotSupported means a Helm chart renders a hook that kaddons cannot map to
+	// an apply wave (test, pre-delete, post-delete, pre-rollback, post-rollback, an
+	// unknown hook, or one that is both before and after the release); the message names
+	// the object and the hook. Nothing is applied or pruned until the package changes.
+	ReasonHookNotSupported = "HookNotSupported"
 	// ReasonApplyFailed means the API server rejected one or more objects.
 	ReasonApplyFailed = "ApplyFailed"
 	// ReasonPruneFailed means objects that no longer belong to the add-on could not be deleted.
@@ -114,7 +129,8 @@ const (
 	// running (pre-flight); nothing is applied or pruned.
 	ReasonOperatorTooOld = "OperatorTooOld"
 	// ReasonKubernetesVersionUnsupported means the cluster's Kubernetes version is outside
-	// the bundle's range (pre-flight); nothing is applied or pruned.
+	// the bundle's range (pre-flight), or outside the kubeVersion range of a Helm chart
+	// package's Chart.yaml; nothing is applied or pruned.
 	ReasonKubernetesVersionUnsupported = "KubernetesVersionUnsupported"
 	// ReasonFetched means an AddonSource's current revision was fetched and verified and
 	// passes the pre-flight checks.

@@ -720,7 +720,7 @@ func TestEvaluate(t *testing.T) {
 			want: Decision{
 				Rule: teamDNSRule,
 				Message: "AddonPolicy kaddons-system/tenants rules[0] (team-dns) is invalid: " +
-					`versions: Invalid value: ">=1.x.y": not a semantic version constraint: improper constraint: >=1.x.y`,
+					`versions: Invalid value: ">=1.x.y": not a semantic version constraint: improper constraint: ">=1.x.y"`,
 			},
 		},
 		{

@@ -78,7 +78,7 @@ func TestValidate(t *testing.T) {
 			name:  "invalid constraint",
 			rules: []configv1alpha1.AddonPolicyRule{{NamespaceSelector: tenants(), Versions: "between 1.11 and 1.13"}},
 			want: `spec.rules[0].versions: Invalid value: "between 1.11 and 1.13": ` +
-				`not a semantic version constraint: improper constraint: between 1.11 and 1.13`,
+				`not a semantic version constraint: improper constraint: "between 1.11 and 1.13"`,
 		},
 		{
 			name: "every invalid rule is listed",
@@ -87,9 +87,9 @@ func TestValidate(t *testing.T) {
 				valid,
 				{Name: "third", NamespaceSelector: badOperator.NamespaceSelector, Versions: "latest"},
 			},
-			want: `[spec.rules[0].versions: Invalid value: ">=1.x.y": not a semantic version constraint: improper constraint: >=1.x.y, ` +
+			want: `[spec.rules[0].versions: Invalid value: ">=1.x.y": not a semantic version constraint: improper constraint: ">=1.x.y", ` +
 				`spec.rules[2].namespaceSelector.matchExpressions[0].operator: Invalid value: "Among": not a valid selector operator, ` +
-				`spec.rules[2].versions: Invalid value: "latest": not a semantic version constraint: improper constraint: latest]`,
+				`spec.rules[2].versions: Invalid value: "latest": not a semantic version constraint: improper constraint: "latest"]`,
 		},
 	}
 	for _, tt := range tests {
