@@ -41,7 +41,11 @@ func TestReplicasLeftToAnHPA(t *testing.T) {
 		},
 	}
 	g.Expect(k8sClient.Create(ctx, hpa)).To(Succeed())
-	time.Sleep(time.Second) // let the manager's cache see the HPA
+	// The engine reads HPAs from the manager's cache: wait until it holds this one, or an
+	// apply racing the cache would still own the replicas.
+	g.Eventually(func() error {
+		return testMgr.GetCache().Get(ctx, client.ObjectKeyFromObject(hpa), &autoscalingv2.HorizontalPodAutoscaler{})
+	}).WithTimeout(eventuallyTimeout).Should(Succeed())
 	deploy := &appsv1.Deployment{}
 	g.Expect(k8sClient.Get(ctx, key, deploy)).To(Succeed())
 	deploy.Spec.Replicas = ptr.To[int32](5)
