@@ -200,7 +200,11 @@ func newEngineOptions(mgr ctrl.Manager, o reconcilerOptions) (engine.Options, er
 	}
 	operator := engine.OperatorIdentity{ID: o.flags.operatorID, Version: version.Version,
 		KubernetesVersion: engine.ClusterVersion(discoveryClient, clusterVersionTTL)}
-	return engine.Options{Catalog: o.catalog, Concurrency: o.cfg.ConcurrencyFor,
+	capabilities, err := engine.NewClusterCapabilities(mgr.GetConfig())
+	if err != nil {
+		return engine.Options{}, err
+	}
+	return engine.Options{Catalog: o.catalog, Concurrency: o.cfg.ConcurrencyFor, Capabilities: capabilities,
 		// The operatorconfig controller puts the file's runtime settings in force, then
 		// those of the OperatorConfig resource.
 		Settings: engine.NewSettingsStore(engine.Settings{}), Artifacts: engine.NewArtifactRegistry(o.cfg.Runtime.DefaultChannel),

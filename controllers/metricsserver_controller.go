@@ -51,7 +51,27 @@ func MetricsServerDefinition() engine.Definition {
 			{Group: "apiregistration.k8s.io", Version: "v1", Kind: "APIService"},
 		},
 		Transforms: []engine.ObjectTransform{transformMetricsServer},
+		Values:     metricsServerValues,
 	}
+}
+
+// metricsServerValues maps the MetricsServer spec's typed fields to the values of
+// metrics-server's upstream chart (charts/metrics-server of its repository), for a
+// package that is that chart. transformMetricsServer sets the same fields on the
+// chart's Deployment, as on any package's.
+func metricsServerValues(in engine.RenderInput) (map[string]any, error) {
+	cr, ok := in.Addon.(*addonsv1alpha1.MetricsServer)
+	if !ok {
+		return nil, fmt.Errorf("expected a MetricsServer, got %T", in.Addon)
+	}
+	values := map[string]any{}
+	if cr.Spec.Replicas != nil {
+		values["replicas"] = *cr.Spec.Replicas
+	}
+	if cr.Spec.Resources != nil {
+		values["resources"] = cr.Spec.Resources
+	}
+	return values, nil
 }
 
 // transformMetricsServer applies the MetricsServer spec's typed fields to the rendered package.

@@ -18,6 +18,7 @@
 package channels
 
 import (
+	"context"
 	"fmt"
 	"io/fs"
 	"path"
@@ -271,9 +272,11 @@ func (s *Catalog) Versions(addon string) []string {
 	return versions
 }
 
-// checkPackage reports VersionNotFound when addon has no package at version.
+// checkPackage reports VersionNotFound when addon has no package at version: a folder
+// with a kustomization.yaml or a Helm chart's Chart.yaml.
 func (s *Catalog) checkPackage(addon, version string) error {
-	if _, err := fs.Stat(s.fsys, path.Join(packageDir(addon, version), "kustomization.yaml")); err != nil {
+	dir := packageDir(addon, version)
+	if !isFile(s.fsys, path.Join(dir, "kustomization.yaml")) && !isFile(s.fsys, path.Join(dir, ChartFile)) {
 		available := s.Versions(addon)
 		return errorf(addonsv1alpha1.ReasonVersionNotFound, nil, "%s has no version %q (available: %s)",
 			addon, version, strings.Join(available, ", "))
@@ -286,8 +289,17 @@ func packageDir(addon, version string) string {
 	return path.Join("packages", addon, version)
 }
 
-// Render builds the package of r and returns the YAML stream. The result is cached until
-// a file of the package changes.
+// Render builds the package of r and returns the YAML stream, as RenderPackage does; a
+// Helm chart is rendered with its own values, as the release r.Addon in the default
+// namespace.
+func (s *Catalog) Render(r Resolved) (string, error) {
+	return s.RenderPackage(context.Background(), Request{Package: r, ReleaseName: r.Addon, Namespace: "default"})
+}
+
+// RenderPackage builds the package of req and returns the YAML stream. The result is
+// cached until a file of the package changes (and, for a Helm chart, until the values,
+// the release or the cluster's capabilities do). A Helm chart is rendered by renderChart;
+// a kustomize package takes no values.
 //
 // readPackage, checkAliases and checkReferences first refuse symbolic links, references
 // outside the package (another version included), packages over the byte and file caps
@@ -298,7 +310,8 @@ func packageDir(addon, version string) string {
 // objects; any other package is built by kustomize on an in-memory copy of
 // packages/<addon>/<version>/ alone, on disk or embedded alike, and may hold up to
 // MaxPackageObjects.
-func (s *Catalog) Render(r Resolved) (string, error) {
+func (s *Catalog) RenderPackage(ctx context.Context, req Request) (string, error) {
+	r := req.Package
 	if !validAddon.MatchString(r.Addon) || !validVersion(r.Version) {
 		return "", errorf(addonsv1alpha1.ReasonVersionNotFound, nil, "%s has no version %q", r.Addon, r.Version)
 	}
@@ -307,6 +320,14 @@ func (s *Catalog) Render(r Resolved) (string, error) {
 	fp, err := fingerprint(s.fsys, dir)
 	if err != nil {
 		return "", errorf(addonsv1alpha1.ReasonVersionNotFound, err, "%s has no version %q", r.Addon, r.Version)
+	}
+
+	if isFile(s.fsys, path.Join(dir, ChartFile)) {
+		return s.renderChart(ctx, req, dir, key, fp)
+	}
+	if len(req.UserValues) > 0 {
+		return "", errorf(addonsv1alpha1.ReasonValuesInvalid, nil,
+			"spec.values is set, but package %s is not a Helm chart and takes no values; use the add-on's typed fields or spec.patches", key)
 	}
 
 	s.mu.Lock()

@@ -73,6 +73,19 @@ type Definition struct {
 	// every add-on has, and which is not listed here). AddonPolicy rules allow each one by
 	// this path; the engine tells the policy which of them an add-on sets.
 	FreeFormFields []string
+	// Values maps the add-on's typed fields to the values of a package that is a Helm
+	// chart; nil means none. Transforms run on a chart's output as on any package's, so
+	// a typed field may be either: values where the chart has one for it, transforms
+	// for the rest.
+	Values func(in RenderInput) (map[string]any, error)
+	// UserValues returns the free-form values of the add-on's spec.values, for a package
+	// that is a Helm chart with a values.schema.json (which validates them); nil means
+	// the kind has no spec.values. The typed fields' Values win over them.
+	UserValues func(addon addonsv1alpha1.Addon) (map[string]any, error)
+	// ReleaseName returns a chart's .Release.Name for the add-on; nil means its component
+	// name (metrics-server), so that a chart names its objects as the kind's other
+	// packages do.
+	ReleaseName func(addon addonsv1alpha1.Addon) string
 	// Hooks are the add-on author's code at fixed points of the lifecycle: Validate,
 	// Default, Initialize, BeforeUpgrade, AfterReady and Cleanup. Default fills in what
 	// the spec leaves empty and the cluster decides, such as a followed add-on's settings
@@ -126,6 +139,10 @@ type Options struct {
 	// Extensions answers which AddonExtensions apply to an add-on and calls them. Nil
 	// calls none.
 	Extensions *extensions.Registry
+	// Capabilities reads the live cluster's version and API versions for the packages
+	// that are Helm charts. Nil renders charts with Helm's defaults, as `helm template`
+	// does (tools that only render).
+	Capabilities *ClusterCapabilities
 }
 
 // ChildVerbs are the verbs the engine uses on every child kind: read through the cache

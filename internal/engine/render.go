@@ -48,7 +48,7 @@ type rendered struct {
 	key string
 }
 
-// render builds the package with kustomize, and runs the transforms: the definition's
+// render builds the package (with kustomize, or a Helm chart with the Helm SDK), and runs the transforms: the definition's
 // typed fields, the registry mirror, the user's patches, the Render extensions, the
 // placement in namespaces, and kaddons' labels. Errors caused by the spec or the package (a bad patch, a kind the
 // controller does not watch) are terminal.
@@ -63,7 +63,11 @@ func (r *Reconciler) render(ctx context.Context, st *reconcileState) outcome {
 		extensionsKey}, "\x00")
 	name := types.NamespacedName{Namespace: st.addon.GetNamespace(), Name: st.addon.GetName()}
 
-	manifest, err := st.catalog.Render(st.resolved)
+	req, out := r.packageRequest(ctx, st, in)
+	if out.stop {
+		return out
+	}
+	manifest, err := st.catalog.RenderPackage(ctx, req)
 	if err != nil {
 		return renderFailure(err, r.gvk.Kind, st.resolved.Version)
 	}
@@ -94,6 +98,37 @@ func (r *Reconciler) render(ctx context.Context, st *reconcileState) outcome {
 	}
 	st.rendered = rendered{objects: objects, key: key}
 	return proceed()
+}
+
+// packageRequest returns what the catalog renders the package with. A Helm chart also
+// reads the release (the definition's ReleaseName, or the component name, in the target
+// namespace), the values of the typed fields and of spec.values, and the live cluster's
+// capabilities; a kustomize package refuses values.
+func (r *Reconciler) packageRequest(ctx context.Context, st *reconcileState, in RenderInput) (channels.Request, outcome) {
+	req := channels.Request{Package: st.resolved, ReleaseName: st.addon.ComponentName(), Namespace: in.TargetNamespace}
+	if r.def.ReleaseName != nil {
+		req.ReleaseName = r.def.ReleaseName(st.addon)
+	}
+	var err error
+	if r.def.UserValues != nil {
+		if req.UserValues, err = r.def.UserValues(st.addon); err != nil {
+			return req, stalled(addonsv1alpha1.ReasonValuesInvalid, err)
+		}
+	}
+	if !st.catalog.IsChart(st.resolved) {
+		return req, proceed()
+	}
+	if r.def.Values != nil {
+		if req.Values, err = r.def.Values(in); err != nil {
+			return req, stalled(addonsv1alpha1.ReasonValuesInvalid, err)
+		}
+	}
+	if r.opts.Capabilities != nil {
+		if req.Capabilities, err = r.opts.Capabilities.Get(ctx); err != nil {
+			return req, failed(addonsv1alpha1.ReasonRenderFailed, err)
+		}
+	}
+	return req, proceed()
 }
 
 // checkWaves refuses rendered objects whose apply waves do not form a DAG, so that a

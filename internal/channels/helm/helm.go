@@ -94,9 +94,13 @@ type Request struct {
 	// ReleaseName and Namespace are .Release.Name and .Release.Namespace.
 	ReleaseName, Namespace string
 	// Values are merged over the chart's values.yaml, as `helm template -f` merges a
-	// values file. They must be what JSON decodes to (maps, slices, strings, numbers,
-	// booleans); they are not modified.
+	// values file: the add-on's typed fields. They must be what JSON decodes to (maps,
+	// slices, strings, numbers, booleans); they are not modified.
 	Values map[string]any
+	// UserValues are the user's free-form values (spec.values), merged under Values: a
+	// typed field wins over the same key here. A chart takes them only when it declares
+	// what it accepts in a values.schema.json; otherwise they are ValuesInvalid.
+	UserValues map[string]any
 	// KubeVersion is the cluster's Kubernetes version (v1.37.2), for
 	// .Capabilities.KubeVersion and Chart.yaml's kubeVersion; empty means Helm's
 	// default, as for `helm template`.
@@ -187,9 +191,9 @@ func Render(ctx context.Context, req Request) (*Result, error) {
 		return nil, fail(addonsv1alpha1.ReasonKubernetesVersionUnsupported, nil, key,
 			"requires Kubernetes %s (Chart.yaml kubeVersion); the cluster runs %s", chrt.Metadata.KubeVersion, caps.KubeVersion.Version)
 	}
-	vals, err := copyValues(req.Values)
+	vals, err := mergeValues(chrt, req, key)
 	if err != nil {
-		return nil, fail(addonsv1alpha1.ReasonValuesInvalid, err, key, "the values are not a JSON object")
+		return nil, err
 	}
 	// Conditions and tags disable subcharts; import-values copy theirs up. Dependencies
 	// were checked above, so this drops none silently.
@@ -237,6 +241,45 @@ func capabilities(req Request) (*common.Capabilities, error) {
 		caps.APIVersions = slices.Clone(common.VersionSet(req.APIVersions))
 	}
 	return caps, nil
+}
+
+// mergeValues returns the values of req for chrt: a copy of UserValues with Values
+// merged over it (a typed field wins; maps merge key by key, anything else is replaced).
+// UserValues are refused unless the chart has a values.schema.json: a chart without one
+// declares no free-form values, and nothing would check them.
+func mergeValues(chrt *chart.Chart, req Request, key string) (map[string]any, error) {
+	typed, err := copyValues(req.Values)
+	if err != nil {
+		return nil, fail(addonsv1alpha1.ReasonValuesInvalid, err, key, "the values are not a JSON object")
+	}
+	if len(req.UserValues) == 0 {
+		return typed, nil
+	}
+	if chrt.Schema == nil {
+		return nil, fail(addonsv1alpha1.ReasonValuesInvalid, nil, key,
+			"spec.values is set, but chart %s declares no values (it has no values.schema.json); use the add-on's typed fields or spec.patches",
+			chrt.Name())
+	}
+	user, err := copyValues(req.UserValues)
+	if err != nil {
+		return nil, fail(addonsv1alpha1.ReasonValuesInvalid, err, key, "spec.values is not a JSON object")
+	}
+	return overlay(user, typed), nil
+}
+
+// overlay merges over into base (which it modifies and returns): maps merge key by key,
+// anything else in over replaces what base holds.
+func overlay(base, over map[string]any) map[string]any {
+	for k, v := range over {
+		if vm, ok := v.(map[string]any); ok {
+			if bm, ok := base[k].(map[string]any); ok {
+				base[k] = overlay(bm, vm)
+				continue
+			}
+		}
+		base[k] = v
+	}
+	return base
 }
 
 // copyValues returns a deep copy of values as Helm reads a values file: through JSON, so

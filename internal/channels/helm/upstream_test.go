@@ -1,11 +1,7 @@
 package helm_test
 
 import (
-	"bytes"
-	"encoding/json"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -13,48 +9,17 @@ import (
 	"helm.sh/helm/v4/pkg/chart/common"
 
 	"github.com/kaddons/kaddons/internal/channels/helm"
+	"github.com/kaddons/kaddons/internal/channels/helm/charttest"
 )
-
-// The upstream chart the tests render unmodified: metrics-server's own chart, in the
-// archive of its Go module (charts/metrics-server, chart 3.12.2), located in the module
-// cache. The sum pins the archive as go.sum would; the module is no dependency of
-// kaddons, so that its go.mod stays as it is.
-const (
-	metricsServerModule  = "sigs.k8s.io/metrics-server"
-	metricsServerVersion = "v0.8.0"
-	metricsServerSum     = "h1:Zlsi3sBWEtFKCD3+xSysThvXyLQ363rUAlqpnsY5JwI="
-	metricsServerChart   = "charts/metrics-server"
-)
-
-// moduleDir returns the folder of module@version in the module cache, downloading it
-// from the module proxy when the cache does not hold it yet (with a warm cache, no
-// network). It runs outside any module, so that it neither reads nor touches kaddons'
-// go.mod, and checks the archive's hash against sum.
-func moduleDir(t *testing.T, module, version, sum string) string {
-	t.Helper()
-	cmd := exec.Command("go", "mod", "download", "-json", module+"@"+version)
-	cmd.Dir = t.TempDir()
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	var info struct{ Dir, Sum, Error string }
-	if jsonErr := json.Unmarshal(out, &info); jsonErr != nil || err != nil || info.Error != "" {
-		t.Fatalf("go mod download %s@%s: %v %s %s", module, version, err, info.Error, stderr.String())
-	}
-	if info.Sum != sum {
-		t.Fatalf("%s@%s has the hash %s, want %s", module, version, info.Sum, sum)
-	}
-	return info.Dir
-}
 
 // metricsServerRequest is a render of metrics-server's chart, as Helm would install it
 // into kube-system, and the chart's folder on disk.
 func metricsServerRequest(t *testing.T) (helm.Request, string) {
-	dir := moduleDir(t, metricsServerModule, metricsServerVersion, metricsServerSum)
+	dir, chart := charttest.MetricsServer(t)
 	return helm.Request{
-		Chart: os.DirFS(dir), Dir: metricsServerChart, Key: "metrics-server/3.12.2",
+		Chart: os.DirFS(dir), Dir: charttest.MetricsServerChart, Key: "metrics-server/" + charttest.MetricsServerChartVersion,
 		ReleaseName: "metrics-server", Namespace: "kube-system", KubeVersion: "v1.37.2",
-	}, filepath.Join(dir, metricsServerChart)
+	}, chart
 }
 
 // metricsServerOverride are values that reach most of the chart's templates: two

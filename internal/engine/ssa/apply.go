@@ -130,6 +130,9 @@ func (m *Manager) Apply(ctx context.Context, req Request) (Result, error) {
 			return res, err
 		}
 	}
+	if err := m.checkStoredVersions(ctx, stages[StageCRDs]); err != nil {
+		return res, err
+	}
 	own, err := m.handedOver(ctx, req)
 	if err != nil {
 		return res, err
