@@ -151,6 +151,23 @@ func addonCases() map[string]addonCase {
 			},
 			ready: isReady,
 		},
+		"Package": {
+			newCR: func(ns string) addonsv1alpha1.Addon {
+				return &addonsv1alpha1.Package{ObjectMeta: metav1.ObjectMeta{Name: "dns", Namespace: ns},
+					Spec: addonsv1alpha1.PackageSpec{Package: "coredns"}}
+			},
+			from: "1.11.3", to: "1.12.1",
+			workload:       ref("apps", "Deployment", "", "coredns"),
+			childNamespace: sameNamespace,
+			kinds:          []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "Service", "PodDisruptionBudget"},
+			clusterScoped: func(ns string) []addonsv1alpha1.ObjectReference {
+				return []addonsv1alpha1.ObjectReference{
+					ref("rbac.authorization.k8s.io", "ClusterRole", "", "system:coredns-"+ns),
+					ref("rbac.authorization.k8s.io", "ClusterRoleBinding", "", "system:coredns-"+ns),
+				}
+			},
+			ready: isReady,
+		},
 		// make addon (hack/addon) writes each new kind's case above this line.
 	}
 }

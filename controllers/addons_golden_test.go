@@ -26,6 +26,8 @@ func TestAddonsGolden(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		def  engine.Definition
+		// component is the package to render, when the kind's Prototype names none (Package).
+		component string
 		// newCR returns the add-on to render for a version.
 		newCR func(version string) addonsv1alpha1.Addon
 	}{
@@ -106,9 +108,18 @@ func TestAddonsGolden(t *testing.T) {
 				},
 			}
 		}},
+		// The generic kind, on the packages of the typed kinds: no home namespace, so the
+		// shared names get the suffix even in kube-system.
+		{name: "package", def: PackageDefinition(), component: "metrics-server", newCR: func(v string) addonsv1alpha1.Addon {
+			return &addonsv1alpha1.Package{ObjectMeta: metav1.ObjectMeta{Name: "metrics", Namespace: "kube-system"},
+				Spec: addonsv1alpha1.PackageSpec{Package: "metrics-server"}}
+		}},
 		// make addon (hack/addon) writes each new kind's defaults case above this line.
 	} {
 		component := tc.def.Prototype.ComponentName()
+		if tc.component != "" {
+			component = tc.component
+		}
 		for _, version := range shipped.Versions(component) {
 			t.Run(component+"/"+version+"/"+tc.name, func(t *testing.T) {
 				cr := tc.newCR(version)

@@ -73,6 +73,8 @@ func adoptionCases() map[string]adoptionCase {
 			kinds: []string{"ServiceAccount", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap", "DaemonSet"}},
 		"KubeRouter": {newCR: cases["KubeRouter"].newCR, definition: KubeRouterDefinition(), version: "2.1.0",
 			kinds: []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet"}},
+		"Package": {newCR: cases["Package"].newCR, definition: PackageDefinition(), version: "1.12.1",
+			kinds: cases["Package"].kinds},
 		// make addon (hack/addon) writes each new kind's case above this line.
 	}
 }

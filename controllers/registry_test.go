@@ -181,6 +181,10 @@ func TestRegistryMatchesTheSharedLists(t *testing.T) {
 // plural or component.
 func registryChecks(lists *registryLists, gvk schema.GroupVersionKind, def engine.Definition) []registryCheck {
 	component := def.Prototype.ComponentName()
+	page := component
+	if page == "" {
+		page = strings.ToLower(gvk.Kind)
+	}
 	sample := fmt.Sprintf("addons_%s_%s.yaml", gvk.Version, strings.ToLower(gvk.Kind))
 	plural := lists.plurals[gvk.Kind]
 	checks := make([]registryCheck, 0, 16+len(def.Children))
@@ -200,10 +204,12 @@ func registryChecks(lists *registryLists, gvk schema.GroupVersionKind, def engin
 			return err == nil && strings.Contains(string(data), "kind: "+gvk.Kind) &&
 				slices.Contains(lists.sampleKustomization.Resources, sample)
 		}},
-		{"channels/stable", func() bool { return listed(lists.channels["stable"].Manifests, component) }},
-		{"channels/rapid", func() bool { return listed(lists.channels["rapid"].Manifests, component) }},
-		{"docs/addons/" + component + ".md", func() bool {
-			data, err := os.ReadFile(filepath.Join("..", "docs", "addons", component+".md"))
+		// A kind whose Prototype names no package (Package, which installs any) is in no
+		// channel file.
+		{"channels/stable", func() bool { return component == "" || listed(lists.channels["stable"].Manifests, component) }},
+		{"channels/rapid", func() bool { return component == "" || listed(lists.channels["rapid"].Manifests, component) }},
+		{"docs/addons/" + page + ".md", func() bool {
+			data, err := os.ReadFile(filepath.Join("..", "docs", "addons", page+".md"))
 			return err == nil && strings.Contains(string(data), "kind: "+gvk.Kind)
 		}},
 		{"the README's catalogue", func() bool { return strings.Contains(lists.readme, "| `"+gvk.Kind+"` |") }},

@@ -19,6 +19,7 @@ func Definitions() []engine.Definition {
 		NodeLocalDNSDefinition(),
 		KubeProxyDefinition(),
 		KubeRouterDefinition(),
+		PackageDefinition(),
 	}
 }
 

@@ -477,10 +477,10 @@ up_fake_nodes() {
   FAILED_STEP="applying the samples"
   kc apply -k "${ROOT}/config/samples" | sed 's/^/    /'
 
-  step "Waiting for CoreDNS, NodeLocal DNSCache, the Dashboard, kube-proxy and kube-router to be Ready (timeout ${TIMEOUT}s)"
+  step "Waiting for CoreDNS, NodeLocal DNSCache, the Dashboard, kube-proxy, kube-router and the Package to be Ready (timeout ${TIMEOUT}s)"
   FAILED_STEP="waiting for the add-ons to be Ready"
   kc wait --for=condition=Ready --timeout="${TIMEOUT}s" -n kube-system \
-    coredns/coredns nodelocaldns/nodelocaldns dashboard/dashboard kubeproxy/kube-proxy kuberouter/kube-router | sed 's/^/    /'
+    coredns/coredns nodelocaldns/nodelocaldns dashboard/dashboard kubeproxy/kube-proxy kuberouter/kube-router package/dns | sed 's/^/    /'
   # Fake nodes run no Pods and the cluster publishes no endpoints, so the API server cannot
   # reach metrics-server: its Deployment becomes available, its APIService does not, and
   # the MetricsServer says so instead of turning Ready.

@@ -66,7 +66,8 @@ const (
 	ReasonRenderFailed = "RenderFailed"
 	// ReasonPackageRefused means the package holds or refers to something kaddons does not
 	// build: a symbolic link, a path outside the package (absolute, or through ".."), a
-	// remote base or URL, or a Helm chart. The message names the file and the reference;
+	// remote base or URL, a Helm chart through kustomize's helmCharts, or a package with both
+	// a kustomization.yaml and a Chart.yaml. The message names the file and the reference;
 	// nothing is applied or pruned until the package changes.
 	ReasonPackageRefused = "PackageRefused"
 	// ReasonPackageTooLarge means the package exceeds a cap on its total bytes, its number

@@ -1,12 +1,15 @@
 // Package channels resolves add-on versions from channel files and renders the matching
 // packages: with kustomize, or, for a plain package whose kustomization only lists its
-// resource files, without it, to the same objects (see plainResources).
+// resource files, without it, to the same objects (see plainResources), or, for a
+// package folder with a Chart.yaml, with the Helm SDK (see chart.go and the helm
+// package).
 //
 // A source is a file system (the channels embedded in the manager binary, or a directory
 // on disk) laid out as
 //
 //	<channel>                                  a channel file, e.g. stable
-//	packages/<addon>/<version>/kustomization.yaml  and the manifests it lists
+//	packages/<addon>/<version>/kustomization.yaml  and the manifests it lists, or
+//	packages/<addon>/<version>/Chart.yaml          a Helm chart
 //
 // Channel files and rendered packages are cached: a channel file is parsed again only when
 // its size or modification time changes, and a package is built again only when one of its

@@ -11,6 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +23,7 @@ import (
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/controllers"
+	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
 
 // fakeNodes is how many kwok nodes hack/local-cluster.sh creates.
@@ -93,6 +95,7 @@ func TestAllAddons(t *testing.T) {
 	g := NewWithT(t)
 	nsA, nsB := newNamespace(t, "dns-a"), newNamespace(t, "dns-b")
 	ui := nsA + "-ui"
+	pkgNS := newNamespace(t, "pkg")
 	apply(t, coreDNSManifest(nsA, newVersion, 2))
 	apply(t, coreDNSManifest(nsB, oldVersion, 1))
 	apply(t, fmt.Sprintf(`apiVersion: addons.kaddons.dev/v1alpha1
@@ -126,7 +129,15 @@ metadata: {name: kube-router, namespace: %[1]s}
 spec:
   apiServerEndpoint: 10.254.254.1:6443
   networkPolicy: false
-`, nsA, ui))
+---
+apiVersion: addons.kaddons.dev/v1alpha1
+kind: Package
+metadata: {name: dns, namespace: %[1]s}
+spec:
+  package: coredns
+  version: %[4]s
+  targetNamespace: %[3]s
+`, nsA, ui, pkgNS, oldVersion))
 
 	t.Run("the test covers every add-on of the registry", func(t *testing.T) {
 		g := NewWithT(t)
@@ -184,6 +195,20 @@ spec:
 		g.Expect(c.Args).To(ContainElements("--run-firewall=false", "--run-service-proxy=false"))
 		g.Expect(c.Env).To(ContainElements(corev1.EnvVar{Name: "KUBERNETES_SERVICE_HOST", Value: "10.254.254.1"},
 			corev1.EnvVar{Name: "KUBERNETES_SERVICE_PORT", Value: "6443"}))
+	})
+
+	t.Run("the generic Package installs a typed kind's package by name", func(t *testing.T) {
+		g := NewWithT(t)
+		p := &addonsv1alpha1.Package{ObjectMeta: metav1.ObjectMeta{Namespace: nsA, Name: "dns"}}
+		waitAddon(t, p, isReady)
+		g.Expect(p.Status.AppliedVersion).To(Equal(oldVersion))
+		ctx, cancel := background()
+		defer cancel()
+		deploy := &appsv1.Deployment{}
+		g.Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: pkgNS, Name: "coredns"}, deploy)).To(Succeed())
+		g.Expect(deploy.Spec.Template.Spec.Containers[0].Image).To(HaveSuffix(":v" + oldVersion))
+		g.Expect(deploy.Labels).To(HaveKeyWithValue(ssa.LabelKind, "package"))
+		g.Expect(k8sClient.Get(ctx, types.NamespacedName{Name: "system:coredns-" + pkgNS}, &rbacv1.ClusterRole{})).To(Succeed())
 	})
 
 	t.Run("the Dashboard runs in the namespace it created", func(t *testing.T) {

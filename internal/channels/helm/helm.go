@@ -1,6 +1,6 @@
 // Package helm renders a Helm chart into Kubernetes objects, template only, for the
-// channels catalog: a package may be a Helm chart (issue 34). It is a library so far;
-// the catalog does not serve chart packages yet.
+// channels catalog: a package folder with a Chart.yaml is a Helm chart, which the
+// catalog renders with Render (internal/channels/chart.go).
 //
 // Render runs the Helm v4 SDK's template engine (helm.sh/helm/v4/pkg/engine) directly,
 // as `helm template` does, without pkg/action: no release, no release Secret, no

@@ -24,6 +24,7 @@ func newObjectSpecs(t *testing.T) map[string]map[string]any {
 		"AddonPolicy": {"rules": []any{map[string]any{"namespaceSelector": map[string]any{}}}},
 		"AddonExtension": {"clientConfig": map[string]any{"url": "https://127.0.0.1:1", "caBundle": "eA=="},
 			"hooks": []any{"Render"}},
+		"Package": {"package": "coredns"},
 	}
 }
 
