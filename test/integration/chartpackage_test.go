@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -32,6 +34,7 @@ import (
 	"github.com/kaddons/kaddons/internal/channels"
 	"github.com/kaddons/kaddons/internal/channels/helm/charttest"
 	"github.com/kaddons/kaddons/internal/engine"
+	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
 
 // valuesAnnotation carries the test add-on's free-form values (the Package kind's
@@ -233,4 +236,59 @@ func TestUpstreamMetricsServerChart(t *testing.T) {
 	g.Expect(c.Get(ctx, types.NamespacedName{Name: "v1beta1.metrics.k8s.io"}, apiService)).To(Succeed())
 	// No kube-controller-manager runs: the Deployment never becomes available.
 	g.Expect(condition(g, cr, addonsv1alpha1.ConditionReady).Reason).To(Equal(addonsv1alpha1.ReasonChildrenNotReady))
+}
+
+// TestChartPackageBadInput installs each bad chart of internal/channels/helm/testdata
+// with the generic Package kind and expects a specific Stalled reason, with nothing
+// applied: no object in the inventory or the namespace.
+func TestChartPackageBadInput(t *testing.T) {
+	ctx := context.Background()
+	cfg, scheme, c := startEnv(t)
+	channelsDir := t.TempDir()
+	cases := []struct {
+		chart, reason, message string
+		values                 string
+	}{
+		{"template-error", addonsv1alpha1.ReasonRenderFailed, "template-error/templates/configmap.yaml:7", ""},
+		{"values-schema", addonsv1alpha1.ReasonValuesInvalid, "at '/replicas'", `{"replicas": "three"}`},
+		{"remote-dependency", addonsv1alpha1.ReasonChartRefused, `dependency "redis" (version "20.1.0", repository https://charts.example.com/bitnami) is not vendored`, ""},
+		{"files-outside", addonsv1alpha1.ReasonPackageRefused, `"../../etc/passwd"`, ""},
+		{"many-objects", addonsv1alpha1.ReasonPackageTooLarge, "renders 20000 YAML documents, more than 10000", ""},
+		{"pre-delete-hook", addonsv1alpha1.ReasonHookNotSupported, `Job "demo-cleanup"`, ""},
+	}
+	for _, tc := range cases {
+		dst := filepath.Join(channelsDir, "packages", "bad-chart", tc.chart)
+		if err := os.CopyFS(dst, os.DirFS(filepath.Join("..", "..", "internal", "channels", "helm", "testdata", tc.chart))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := chartEngine(t, cfg, scheme, controllers.PackageDefinition(), channelsDir)
+	for i, tc := range cases {
+		t.Run(tc.chart, func(t *testing.T) {
+			g := NewWithT(t)
+			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bad-chart-%d", i)}}
+			g.Expect(c.Create(ctx, ns)).To(Succeed())
+			p := &addonsv1alpha1.Package{
+				ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: ns.Name},
+				Spec: addonsv1alpha1.PackageSpec{Package: "bad-chart", CommonSpec: addonv1alpha1.CommonSpec{Version: tc.chart}},
+			}
+			if tc.values != "" {
+				p.Spec.Values = &apiextensionsv1.JSON{Raw: []byte(tc.values)}
+			}
+			g.Expect(c.Create(ctx, p)).To(Succeed())
+			reconcileUntil(t, r, c, p, func(g Gomega) {
+				stalled := condition(g, p, addonsv1alpha1.ConditionStalled)
+				g.Expect(stalled.Status).To(Equal(metav1.ConditionTrue))
+				g.Expect(stalled.Reason).To(Equal(tc.reason))
+				g.Expect(stalled.Message).To(ContainSubstring(tc.message))
+			})
+			g.Expect(p.Status.Inventory.Objects()).To(BeEmpty())
+			cms := &corev1.ConfigMapList{}
+			g.Expect(c.List(ctx, cms, client.InNamespace(ns.Name), client.HasLabels{ssa.LabelManagedBy})).To(Succeed())
+			g.Expect(cms.Items).To(BeEmpty(), "a refused chart applied objects")
+			jobs := &batchv1.JobList{}
+			g.Expect(c.List(ctx, jobs, client.InNamespace(ns.Name))).To(Succeed())
+			g.Expect(jobs.Items).To(BeEmpty(), "a refused chart applied its hook")
+		})
+	}
 }
