@@ -270,7 +270,7 @@ func TestChartPackageBadInput(t *testing.T) {
 			g.Expect(c.Create(ctx, ns)).To(Succeed())
 			p := &addonsv1alpha1.Package{
 				ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: ns.Name},
-				Spec: addonsv1alpha1.PackageSpec{Package: "bad-chart", CommonSpec: addonv1alpha1.CommonSpec{Version: tc.chart}},
+				Spec:       addonsv1alpha1.PackageSpec{Package: "bad-chart", CommonSpec: addonv1alpha1.CommonSpec{Version: tc.chart}},
 			}
 			if tc.values != "" {
 				p.Spec.Values = &apiextensionsv1.JSON{Raw: []byte(tc.values)}
