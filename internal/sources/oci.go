@@ -144,7 +144,8 @@ func ociRevision(ref name.Reference, digest v1.Hash) string {
 }
 
 // pullBundle pulls the image ref (by digest), checks it is a single-layer bundle within the
-// caps, and extracts its layer into the cache. The staging folder goes on every path out,
+// caps, and extracts its layer into the cache; a Helm chart (chartTree) becomes a channels
+// tree of one package. The staging folder goes on every path out,
 // a layer stream the registry cuts short included.
 func (f *fetcher) pullBundle(ref name.Digest, revision string, opts []remote.Option) (*cacheEntry, error) {
 	img, err := remote.Image(ref, opts...)
@@ -154,6 +155,22 @@ func (f *fetcher) pullBundle(ref name.Digest, revision string, opts []remote.Opt
 	manifest, err := img.Manifest()
 	if err != nil {
 		return nil, registryError(err, "reading the manifest of %s", ref)
+	}
+	if isHelmChart(manifest) {
+		st, err := f.cache.newStage()
+		if err != nil {
+			return nil, err
+		}
+		defer st.release()
+		if err := mkdir(st.path("tree")); err != nil {
+			return nil, err
+		}
+		if err := f.chartTree(img, manifest, ref, st); err != nil {
+			return nil, err
+		}
+		// A chart is made a channels tree here; nothing else labels it one.
+		return f.cache.insert(st, entryMeta{Kind: KindOCI, Digest: ref.DigestStr(), Revision: revision,
+			Labels: map[string]string{LabelMediaType: MediaTypeChannels}})
 	}
 	if len(manifest.Layers) != 1 {
 		return nil, errorf(ReasonInvalidBundle, nil, "%s has %d layers; a bundle has one, holding its tree", ref, len(manifest.Layers))

@@ -304,3 +304,25 @@ func TestCollectGarbage(t *testing.T) {
 		})
 	}
 }
+
+func TestChartTargets(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		render []renderResult
+		skip   bool
+		want   []string
+	}{
+		{"no request on a cache hit", []renderResult{{name: "cold", chart: true, requests: "0.10"},
+			{name: "cached", nsPerOp: 900, chart: true, cached: true, requests: "0.00"}}, false,
+			[]string{"PASS chart add-on, nothing changed: render cache hit in 900 ns, 0.00 API requests per render (target 0)"}},
+		{"requests on a cache hit", []renderResult{{name: "cached", nsPerOp: 900, chart: true, cached: true, requests: "2.00"}}, false,
+			[]string{"MISS chart add-on, nothing changed: render cache hit in 900 ns, 2.00 API requests per render (target 0)"}},
+		{"not measured", nil, false, []string{"MISS chart add-on, nothing changed: not measured"}},
+		{"render skipped", nil, true, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := &results{render: tc.render, options: options{skipRender: tc.skip}}
+			NewWithT(t).Expect(res.chartTargets()).To(Equal(tc.want))
+		})
+	}
+}

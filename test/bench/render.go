@@ -29,6 +29,10 @@ type renderResult struct {
 	nsPerOp     int64
 	allocsPerOp int64
 	bytesPerOp  int64
+	// requests is the API requests per render, where counted ("" where not).
+	requests string
+	// chart and cached mark the chart package's render-cache row, which the targets read.
+	chart, cached bool
 }
 
 // renderBenchmarks measures what one reconcile spends producing the objects to apply,
@@ -120,7 +124,11 @@ func renderBenchmarks(ctx context.Context, c *cluster, repo, work string) ([]ren
 		results = append(results, renderResult{name: tc.name, nsPerOp: r.NsPerOp(), allocsPerOp: r.AllocsPerOp(), bytesPerOp: r.AllocedBytesPerOp()})
 		fmt.Printf("  render: %-70s %12d ns/op %8d allocs/op\n", tc.name, r.NsPerOp(), r.AllocsPerOp())
 	}
-	return results, nil
+	charts, err := chartRenderBenchmarks(ctx, c, repo, work, fail, &benchErr)
+	if err != nil {
+		return nil, err
+	}
+	return append(results, charts...), nil
 }
 
 // newCoreDNS returns a CoreDNS as the API server would hand it to a reconcile.

@@ -158,9 +158,9 @@ func (res *results) data(targets []string) reportData {
 	d.SideBySide = res.sideBySideRows()
 	d.Baseline = res.options.baselineManager
 	d.Profiles = res.profileBlocks()
-	d.Render = [][]string{{"Render path", "ns/op", "allocs/op", "B/op"}}
+	d.Render = [][]string{{"Render path", "ns/op", "allocs/op", "B/op", "API requests/op"}}
 	for _, r := range res.render {
-		d.Render = append(d.Render, []string{r.name, fmt.Sprint(r.nsPerOp), fmt.Sprint(r.allocsPerOp), fmt.Sprint(r.bytesPerOp)})
+		d.Render = append(d.Render, []string{r.name, fmt.Sprint(r.nsPerOp), fmt.Sprint(r.allocsPerOp), fmt.Sprint(r.bytesPerOp), r.requests})
 	}
 	return d
 }
@@ -255,6 +255,7 @@ func (res *results) targets() []string {
 	}
 	out := make([]string, 0, 9)
 	out = append(out, res.noOpTargets()...)
+	out = append(out, res.chartTargets()...)
 	out = append(out, res.speedTargets()...)
 	out = append(out, res.fluxTarget())
 	out = append(out, res.scaleTargets()...)
@@ -284,6 +285,21 @@ func (res *results) fullRuns(name string) []run {
 		}
 	}
 	return out
+}
+
+// chartTargets: a chart add-on renders from a cache hit and makes 0 API requests when
+// nothing changed, like any other package (issue 34).
+func (res *results) chartTargets() []string {
+	for _, r := range res.render {
+		if r.chart && r.cached {
+			return []string{verdict(r.requests == "0.00", "chart add-on, nothing changed: render cache hit in %d ns, %s API requests per render (target 0)",
+				r.nsPerOp, r.requests)}
+		}
+	}
+	if res.options.skipRender {
+		return nil
+	}
+	return []string{"MISS chart add-on, nothing changed: not measured"}
 }
 
 // noOpTargets: a reconcile with unchanged inputs makes 0 requests and 0 etcd writes,

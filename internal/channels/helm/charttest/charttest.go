@@ -5,6 +5,8 @@ package charttest
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -26,23 +28,39 @@ const (
 
 // ModuleDir returns the folder of module@version in the module cache, downloading it
 // from the module proxy when the cache does not hold it yet (with a warm cache, no
-// network). It runs outside any module, so that it neither reads nor touches kaddons'
-// go.mod, and checks the archive's hash against sum.
+// network), and fails t when it cannot. See Download.
 func ModuleDir(t testing.TB, module, version, sum string) string {
 	t.Helper()
+	dir, err := Download(module, version, sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// Download returns the folder of module@version in the module cache, downloading it from
+// the module proxy when the cache does not hold it yet. It runs `go mod download` outside
+// any module, so that it neither reads nor touches kaddons' go.mod, and checks the
+// archive's hash against sum.
+func Download(module, version, sum string) (string, error) {
+	dir, err := os.MkdirTemp("", "charttest-")
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
 	cmd := exec.Command("go", "mod", "download", "-json", module+"@"+version)
-	cmd.Dir = t.TempDir()
+	cmd.Dir = dir
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	var info struct{ Dir, Sum, Error string }
 	if jsonErr := json.Unmarshal(out, &info); jsonErr != nil || err != nil || info.Error != "" {
-		t.Fatalf("go mod download %s@%s: %v %s %s", module, version, err, info.Error, stderr.String())
+		return "", fmt.Errorf("go mod download %s@%s: %v %s %s", module, version, err, info.Error, stderr.String())
 	}
 	if info.Sum != sum {
-		t.Fatalf("%s@%s has the hash %s, want %s", module, version, info.Sum, sum)
+		return "", fmt.Errorf("%s@%s has the hash %s, want %s", module, version, info.Sum, sum)
 	}
-	return info.Dir
+	return info.Dir, nil
 }
 
 // MetricsServer returns the module folder that holds metrics-server's chart at
