@@ -33,6 +33,14 @@ const (
 	// that must be healthy (kstatus Current) before its wave is applied. The waves must
 	// form a DAG.
 	AnnotationWaveAfter = "addons.kaddons.dev/wave-after"
+	// AnnotationRecreate on an object of a package set to RecreateOnImmutable lets kaddons
+	// delete and create it again when a new version changes its immutable fields, as
+	// spec.upgrade.recreateOnImmutable does for every object of the add-on. The Helm
+	// chart renderer sets it on hook objects (a migration Job's template changes with its
+	// image), as Helm's before-hook-creation deletes a hook before creating it again.
+	AnnotationRecreate = "addons.kaddons.dev/recreate"
+	// RecreateOnImmutable is the value of AnnotationRecreate.
+	RecreateOnImmutable = "on-immutable-change"
 	// ModeEnsureExists is the ensure-exists value of AnnotationMode.
 	ModeEnsureExists = "ensure-exists"
 	// ModeIgnore is the ignore value of AnnotationMode.

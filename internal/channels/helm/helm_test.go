@@ -409,13 +409,13 @@ func TestRenderHooksChart(t *testing.T) {
 		"ConfigMap demo-hooks-config":                  {addonsv1alpha1.AnnotationWaveAfter: "helm-pre-2"},
 		"Service demo-hooks":                           {addonsv1alpha1.AnnotationWaveAfter: "helm-pre-2"},
 		"Deployment demo-hooks":                        {addonsv1alpha1.AnnotationWaveAfter: "helm-pre-2"},
-		"ServiceAccount demo-hooks-migrations":         {addonsv1alpha1.AnnotationWave: "helm-pre-1"},
-		"ConfigMap demo-hooks-migrations":              {addonsv1alpha1.AnnotationWave: "helm-pre-1"},
+		"ServiceAccount demo-hooks-migrations":         {addonsv1alpha1.AnnotationWave: "helm-pre-1", addonsv1alpha1.AnnotationRecreate: addonsv1alpha1.RecreateOnImmutable},
+		"ConfigMap demo-hooks-migrations":              {addonsv1alpha1.AnnotationWave: "helm-pre-1", addonsv1alpha1.AnnotationRecreate: addonsv1alpha1.RecreateOnImmutable},
 		"Job demo-hooks-migrations": {
-			addonsv1alpha1.AnnotationWave: "helm-pre-2", addonsv1alpha1.AnnotationWaveAfter: "helm-pre-1",
+			addonsv1alpha1.AnnotationWave: "helm-pre-2", addonsv1alpha1.AnnotationWaveAfter: "helm-pre-1", addonsv1alpha1.AnnotationRecreate: addonsv1alpha1.RecreateOnImmutable,
 		},
 		"Job demo-hooks-smoke": {
-			addonsv1alpha1.AnnotationWave: "helm-post", addonsv1alpha1.AnnotationWaveAfter: "default",
+			addonsv1alpha1.AnnotationWave: "helm-post", addonsv1alpha1.AnnotationWaveAfter: "default", addonsv1alpha1.AnnotationRecreate: addonsv1alpha1.RecreateOnImmutable,
 			"team.example.com/owner": "platform",
 		},
 	}

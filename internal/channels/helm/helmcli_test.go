@@ -154,14 +154,14 @@ func decodeHelmOutput(t *testing.T, stream string) []*unstructured.Unstructured 
 	return out
 }
 
-// comparable returns a copy of u without Helm's annotations and kaddons' wave
-// annotations, and without annotations when none is left.
+// comparable returns a copy of u without Helm's annotations and kaddons' wave and
+// recreate annotations, and without annotations when none is left.
 func comparable(u *unstructured.Unstructured) *unstructured.Unstructured {
 	c := u.DeepCopy()
 	annotations := c.GetAnnotations()
 	maps.DeleteFunc(annotations, func(k, _ string) bool {
 		return strings.HasPrefix(k, "helm.sh/") || strings.HasPrefix(k, "meta.helm.sh/") ||
-			k == addonsv1alpha1.AnnotationWave || k == addonsv1alpha1.AnnotationWaveAfter
+			k == addonsv1alpha1.AnnotationWave || k == addonsv1alpha1.AnnotationWaveAfter || k == addonsv1alpha1.AnnotationRecreate
 	})
 	if len(annotations) == 0 {
 		annotations = nil

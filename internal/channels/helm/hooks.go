@@ -294,6 +294,9 @@ func placeHooks(objects []*unstructured.Unstructured, hooks []hookObject) {
 			annotations = map[string]string{}
 		}
 		annotations[addonsv1alpha1.AnnotationWave] = waves[i].name
+		// As Helm's before-hook-creation: a hook Job whose template changes with a new
+		// version is deleted and created again, never refused as an immutable change.
+		annotations[addonsv1alpha1.AnnotationRecreate] = addonsv1alpha1.RecreateOnImmutable
 		delete(annotations, addonsv1alpha1.AnnotationWaveAfter)
 		if len(waitFor) > 0 {
 			annotations[addonsv1alpha1.AnnotationWaveAfter] = strings.Join(waitFor, ",")

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/internal/engine/enginetest"
 	"github.com/kaddons/kaddons/internal/engine/ssa"
 )
@@ -100,7 +101,12 @@ func TestImmutableFieldChange(t *testing.T) {
 	g.Expect(k8sClient.Get(ctx, key, same)).To(Succeed())
 	g.Expect(same.UID).To(Equal(before.UID), "the Deployment was deleted without the opt-in")
 
-	req.RecreateOnImmutable = true
+	// The object's own annotation allows it as the request does.
+	for _, u := range req.Objects {
+		if u.GetKind() == "Deployment" {
+			u.SetAnnotations(map[string]string{addonsv1alpha1.AnnotationRecreate: addonsv1alpha1.RecreateOnImmutable})
+		}
+	}
 	res, err := newManager().Apply(ctx, req)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(res.Recreated).To(HaveLen(1))

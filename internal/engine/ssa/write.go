@@ -14,9 +14,13 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 )
 
-// applyOne server-side applies one object and reports whether it had to be re-created.
+// applyOne server-side applies one object and reports whether it had to be re-created:
+// an object whose immutable fields change is deleted and created again when the request
+// or the object's AnnotationRecreate allows it.
 // An existing object's excluded fields are released first and then left out.
 func (w *stageWriter) applyOne(ctx context.Context, u *unstructured.Unstructured) (bool, error) {
 	if paths := w.req.Excluded[RefOf(u)]; len(paths) > 0 && w.live[RefOf(u)].exists {
@@ -35,7 +39,7 @@ func (w *stageWriter) applyOne(ctx context.Context, u *unstructured.Unstructured
 		return false, err
 	}
 	ref := RefOf(u)
-	if !w.req.RecreateOnImmutable {
+	if !w.req.RecreateOnImmutable && u.GetAnnotations()[addonsv1alpha1.AnnotationRecreate] != addonsv1alpha1.RecreateOnImmutable {
 		return false, &ImmutableError{Ref: ref, Fields: fields, Err: err}
 	}
 	log.FromContext(ctx).Info("Re-creating object to change immutable fields", "object", ref.String(), "fields", fields)
