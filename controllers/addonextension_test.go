@@ -622,10 +622,22 @@ func TestBeforeDeleteExtensionHoldsADeletion(t *testing.T) {
 	createReadyCoreDNS(t, cr)
 	before := liveChildren(t, cr)
 	e := startExtension(t, "backup-"+ns, hooksv1alpha1.BeforeDelete)
-	e.answer("beforedelete", holdWith(hooksv1alpha1.KindBeforeDeleteResponse, 2, "the zone backup is not done"))
+	e.answer("beforedelete", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "boom", http.StatusInternalServerError) })
 	e.register(t, ns, addonsv1alpha1.FailurePolicyFail, hooksv1alpha1.BeforeDelete)
 
+	// An extension that fails holds the deletion too, and says so as a deletion.
 	g.Expect(k8sClient.Delete(context.Background(), cr)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		getAddon(g, cr)
+		ready := readyCondition(cr.GetAddonStatus())
+		g.Expect(ready.Reason).To(Equal(addonsv1alpha1.ReasonExtensionUnreachable))
+		g.Expect(ready.Message).To(And(ContainSubstring("HTTP 500"), ContainSubstring("nothing was deleted")))
+		progressing := meta.FindStatusCondition(cr.GetAddonStatus().Conditions, addonsv1alpha1.ConditionProgressing)
+		g.Expect(progressing).NotTo(BeNil())
+		g.Expect(progressing.Reason).To(Equal(addonsv1alpha1.ReasonExtensionUnreachable))
+	}).WithTimeout(eventuallyTimeout).WithPolling(pollInterval).Should(Succeed())
+
+	e.answer("beforedelete", holdWith(hooksv1alpha1.KindBeforeDeleteResponse, 2, "the zone backup is not done"))
 	g.Eventually(func(g Gomega) {
 		getAddon(g, cr)
 		ready := readyCondition(cr.GetAddonStatus())

@@ -97,6 +97,9 @@ func (r *Reconciler) extensionFailed(st *reconcileState, addon addonsv1alpha1.Ad
 	r.event(addon, corev1.EventTypeWarning, reason, string(hook), "%v", err)
 	out := failed(reason, err)
 	out.message = fmt.Sprintf("%v; nothing was applied", err)
+	if hook == hooksv1alpha1.BeforeDelete {
+		out.message = fmt.Sprintf("%v; nothing was deleted", err)
+	}
 	return out
 }
 
@@ -362,7 +365,9 @@ func (r *Reconciler) beforeDeleteByExtensions(ctx context.Context, obj addonsv1a
 		func(ctx context.Context, e *extensions.Endpoint, addon hooksv1alpha1.Addon) (extensions.Hold, error) {
 			return caller.BeforeDelete(ctx, e, addon, version)
 		})
-	if out.stop && out.class == classFailed {
+	// Whatever holds a deletion (an extension that holds, fails or is not ready yet) shows
+	// as the deletion it holds.
+	if out.stop {
 		out.class = classDeleting
 	}
 	return out
