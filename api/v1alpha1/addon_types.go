@@ -1,6 +1,9 @@
 package v1alpha1
 
 import (
+	"encoding/json"
+	"fmt"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	addonv1alpha1 "sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/addon/pkg/apis/v1alpha1"
@@ -398,4 +401,24 @@ type UpgradeStatus struct {
 	// failedGeneration is the add-on generation that asked for failedVersion.
 	// +optional
 	FailedGeneration int64 `json:"failedGeneration,omitempty"`
+}
+
+// SpecJSON returns the JSON of addon's spec as the API server stores it: the object
+// encoded, its spec taken out ({} when it has none). Extensions receive it, and the render
+// cache keys on it.
+func SpecJSON(addon Addon) (json.RawMessage, error) {
+	data, err := json.Marshal(addon)
+	if err != nil {
+		return nil, fmt.Errorf("encoding %s/%s: %w", addon.GetNamespace(), addon.GetName(), err)
+	}
+	var fields struct {
+		Spec json.RawMessage `json:"spec"`
+	}
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return nil, err
+	}
+	if len(fields.Spec) == 0 {
+		return json.RawMessage("{}"), nil
+	}
+	return fields.Spec, nil
 }

@@ -86,19 +86,13 @@ func sharedSpecUnchanged(stored, addon addonsv1alpha1.Addon) error {
 // defaultedKey is the JSON of addon's spec, as the Default hook left it, and of the
 // inputs it returned.
 func defaultedKey(addon addonsv1alpha1.Addon, inputs any) (string, error) {
-	data, err := json.Marshal(addon)
+	spec, err := addonsv1alpha1.SpecJSON(addon)
 	if err != nil {
-		return "", err
-	}
-	var obj struct {
-		Spec json.RawMessage `json:"spec"`
-	}
-	if err := json.Unmarshal(data, &obj); err != nil {
 		return "", err
 	}
 	key, err := json.Marshal(struct {
 		Spec   json.RawMessage `json:"spec"`
 		Inputs any             `json:"inputs,omitempty"`
-	}{obj.Spec, inputs})
+	}{spec, inputs})
 	return string(key), err
 }

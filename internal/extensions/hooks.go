@@ -2,7 +2,6 @@ package extensions
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -27,31 +26,13 @@ func (c *Caller) Discover(ctx context.Context, e *Endpoint) (*hooksv1alpha1.Disc
 
 // AddonOf is the wire form of an add-on: its identity and its spec as the user wrote it.
 func AddonOf(addon addonsv1alpha1.Addon, kind, apiVersion string) (hooksv1alpha1.Addon, error) {
-	spec, err := specOf(addon)
+	spec, err := addonsv1alpha1.SpecJSON(addon)
 	if err != nil {
 		return hooksv1alpha1.Addon{}, err
 	}
 	return hooksv1alpha1.Addon{APIVersion: apiVersion, Kind: kind, Namespace: addon.GetNamespace(), Name: addon.GetName(),
 		UID: addon.GetUID(), Generation: addon.GetGeneration(), Labels: addon.GetLabels(),
 		Annotations: addon.GetAnnotations(), Spec: runtime.RawExtension{Raw: spec}}, nil
-}
-
-// specOf is the JSON of an add-on's spec field.
-func specOf(addon addonsv1alpha1.Addon) (json.RawMessage, error) {
-	data, err := json.Marshal(addon)
-	if err != nil {
-		return nil, fmt.Errorf("encoding %s/%s: %w", addon.GetNamespace(), addon.GetName(), err)
-	}
-	var fields struct {
-		Spec json.RawMessage `json:"spec"`
-	}
-	if err := json.Unmarshal(data, &fields); err != nil {
-		return nil, err
-	}
-	if len(fields.Spec) == 0 {
-		return json.RawMessage("{}"), nil
-	}
-	return fields.Spec, nil
 }
 
 // Render calls the extension's Render hook.
