@@ -64,8 +64,10 @@ func (r *Registry) For(ctx context.Context, hook hooksv1alpha1.Hook, kind, names
 	if r == nil {
 		return nil, nil
 	}
+	// Read-only: the cache's own objects, not copies (every hook point of every reconcile
+	// asks).
 	list := &addonsv1alpha1.AddonExtensionList{}
-	if err := r.Extensions.List(ctx, list); err != nil {
+	if err := r.Extensions.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing AddonExtensions: %w", err)
 	}
 	var nsLabels labels.Set
