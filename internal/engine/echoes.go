@@ -29,12 +29,16 @@ import (
 // dropped if the write left its resource version, else passed on.
 type echoes struct {
 	mu sync.Mutex
-	// written is the resource version the last finished write to an object left, until
-	// its event comes.
-	written map[echoKey]string
+	// written are the resource versions the finished writes to an object left, oldest
+	// first, until their events come (at most maxUnseenWrites).
+	written map[echoKey][]string
 	// inflight are the writes under way, and the events that wait for them.
 	inflight map[echoKey]*flight
 }
+
+// maxUnseenWrites bounds the resource versions remembered of one object's writes whose
+// events have not come yet.
+const maxUnseenWrites = 8
 
 // echoKey names one object of one kind.
 type echoKey struct {
@@ -111,11 +115,14 @@ func (e *echoes) End(gk schema.GroupKind, obj client.Object, err error) {
 		}
 		pass = append(pass, w.pass)
 	}
-	if n := len(f.left); n > 0 {
+	if len(f.left) > 0 {
 		if e.written == nil {
-			e.written = map[echoKey]string{}
+			e.written = map[echoKey][]string{}
 		}
-		e.written[key] = f.left[n-1]
+		// Two writes in a row (the finalizer patch, then the status patch) may both end
+		// before the first one's event comes: each is remembered until its event.
+		written := append(e.written[key], f.left...)
+		e.written[key] = written[max(0, len(written)-maxUnseenWrites):]
 	}
 	e.mu.Unlock()
 	for _, p := range pass {
@@ -137,8 +144,14 @@ func (e *echoes) sort(gk schema.GroupKind, obj client.Object, pass func()) {
 		e.mu.Unlock()
 		return
 	}
-	if written, ok := e.written[key]; ok && written == rv {
-		delete(e.written, key)
+	if i := slices.Index(e.written[key], rv); i >= 0 {
+		// Events come in order: the writes before this one have had theirs, or never
+		// will (a re-list sends only the latest state).
+		if rest := e.written[key][i+1:]; len(rest) > 0 {
+			e.written[key] = rest
+		} else {
+			delete(e.written, key)
+		}
 		e.mu.Unlock()
 		return
 	}

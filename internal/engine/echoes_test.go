@@ -63,6 +63,14 @@ func TestEchoHandler(t *testing.T) {
 			{kind: deployments, create: deployment("coredns", "10")},
 			{kind: deployments, end: deployment("coredns", ""), endErr: errors.New("conflict"), wantEnqueued: []string{"coredns"}},
 		}},
+		{name: "two writes that end before the first one's event: both events are echoes", steps: append(append(
+			written(deployments, deployment("coredns", "10")), written(deployments, deployment("coredns", "11"))...),
+			step{kind: deployments, update: deployment("coredns", "10")},
+			step{kind: deployments, update: deployment("coredns", "11")})},
+		{name: "an event of a later write: the earlier writes' events will not come", steps: append(append(
+			written(deployments, deployment("coredns", "10")), written(deployments, deployment("coredns", "11"))...),
+			step{kind: deployments, update: deployment("coredns", "11")},
+			step{kind: deployments, update: deployment("coredns", "10"), wantEnqueued: []string{"coredns"}})},
 		{name: "an echo is dropped once: the same event again reconciles", steps: append(written(deployments, deployment("coredns", "10")),
 			step{kind: deployments, update: deployment("coredns", "10")},
 			step{kind: deployments, update: deployment("coredns", "10"), wantEnqueued: []string{"coredns"}})},
