@@ -89,12 +89,12 @@ const (
 	// unknown hook, or one that is both before and after the release); the message names
 	// the object and the hook. Nothing is applied or pruned until the package changes.
 	ReasonHookNotSupported = "HookNotSupported"
-	// ReasonStoredVersionInUse means a CustomResourceDefinition of the package drops a
+	// ReasonCRDVersionRemoved means a CustomResourceDefinition of the package drops a
 	// version that the API server still stores custom resources at (its
 	// status.storedVersions): they could no longer be read. Nothing is applied until the
 	// package keeps the version, or the resources are migrated and the version removed
 	// from status.storedVersions.
-	ReasonStoredVersionInUse = "StoredVersionInUse"
+	ReasonCRDVersionRemoved = "CRDVersionRemoved"
 	// ReasonApplyFailed means the API server rejected one or more objects.
 	ReasonApplyFailed = "ApplyFailed"
 	// ReasonPruneFailed means objects that no longer belong to the add-on could not be deleted.

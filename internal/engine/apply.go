@@ -115,7 +115,7 @@ var applyFailures = []struct {
 }{
 	{is: errorIs[*ssa.ConflictError], class: classStalled, reason: addonsv1alpha1.ReasonOwnershipConflict, terminal: true},
 	{is: errorIs[*ssa.ModeError], class: classStalled, reason: addonsv1alpha1.ReasonInvalidMode, terminal: true},
-	{is: errorIs[*ssa.StoredVersionError], class: classStalled, reason: addonsv1alpha1.ReasonStoredVersionInUse, terminal: true},
+	{is: errorIs[*ssa.StoredVersionError], class: classStalled, reason: addonsv1alpha1.ReasonCRDVersionRemoved, terminal: true},
 	// Retrying cannot help: the spec must change or opt in to re-creation.
 	{is: errorIs[*ssa.ImmutableError], class: classFailed, reason: addonsv1alpha1.ReasonImmutableField, terminal: true},
 	{is: errorIs[*ssa.PruneError], class: classFailed, reason: addonsv1alpha1.ReasonPruneFailed},

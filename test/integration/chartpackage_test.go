@@ -188,7 +188,7 @@ func TestChartPackage(t *testing.T) {
 	g.Expect(c.Update(ctx, cr)).To(Succeed())
 	reconcileUntil(t, r, c, cr, func(g Gomega) {
 		stalled := condition(g, cr, addonsv1alpha1.ConditionStalled)
-		g.Expect(stalled.Reason).To(Equal(addonsv1alpha1.ReasonStoredVersionInUse))
+		g.Expect(stalled.Reason).To(Equal(addonsv1alpha1.ReasonCRDVersionRemoved))
 		g.Expect(stalled.Message).To(ContainSubstring("CustomResourceDefinition widgets.example.kaddons.dev drops the version v1"))
 	})
 	crd := &apiextensionsv1.CustomResourceDefinition{}
