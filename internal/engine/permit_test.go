@@ -3,11 +3,13 @@ package engine
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -262,6 +264,31 @@ func TestAdmitChecksTheNamespacesOfTheRenderedObjects(t *testing.T) {
 			}
 			if !out.stop || out.class != classStalled || out.reason != addonsv1alpha1.ReasonNotPermitted || !strings.Contains(out.message, tc.wantRefuse) {
 				t.Fatalf("admit = %+v, want NotPermitted naming %q", out, tc.wantRefuse)
+			}
+		})
+	}
+}
+
+// TestSetFieldsSeesPackageValues checks that the Package kind's spec.values, a JSON
+// object the policy must allow, counts as set when it holds anything.
+func TestSetFieldsSeesPackageValues(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		values *apiextensionsv1.JSON
+		want   []string
+	}{
+		{"values", &apiextensionsv1.JSON{Raw: []byte(`{"replicas": 2}`)}, []string{"spec.values"}},
+		{"an empty object", &apiextensionsv1.JSON{Raw: []byte(`{}`)}, nil},
+		{"none", nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &addonsv1alpha1.Package{Spec: addonsv1alpha1.PackageSpec{Package: "demo", Values: tc.values}}
+			got, err := setFields(p, []string{"spec.values"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("setFields = %q, want %q", got, tc.want)
 			}
 		})
 	}
