@@ -155,7 +155,7 @@ func edits() []edit {
 		}},
 		{"test/e2e/addons_test.go", func(s string, n names) (string, error) {
 			// The manifest TestAllAddons applies: its first subtest fails without every kind.
-			return insertBefore(s, "kind: "+n.Kind+"\n", "`, nsA, ui))", render("lists/e2e_manifest.yaml.tmpl", n),
+			return insertBefore(s, "kind: "+n.Kind+"\n", "`, nsA, ui, pkgNS, oldVersion))", render("lists/e2e_manifest.yaml.tmpl", n),
 				"func TestAllAddons(")
 		}},
 	}
