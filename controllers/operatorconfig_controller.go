@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -101,6 +102,10 @@ func (r *OperatorConfigReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		})
 	}
 	oc.Status.Effective = r.effective()
+	if equality.Semantic.DeepEqual(base.Status, oc.Status) {
+		// A restart that finds the status as it left it writes nothing.
+		return ctrl.Result{}, nil
+	}
 	if err := r.Client.Status().Patch(ctx, oc, client.MergeFrom(base)); err != nil {
 		return ctrl.Result{}, fmt.Errorf("writing the OperatorConfig status: %w", err)
 	}
