@@ -98,8 +98,8 @@ func (s *Catalog) renderChart(ctx context.Context, req Request, dir, key, fp str
 		KubeVersion: req.Capabilities.KubeVersion, APIVersions: req.Capabilities.APIVersions,
 	})
 	if err != nil {
-		if he, ok := errors.AsType[*helm.Error](err); ok {
-			return "", &Error{Reason: he.Reason, Message: he.Message, Err: he.Err}
+		if _, ok := errors.AsType[*Error](err); ok {
+			return "", err
 		}
 		return "", errorf(addonsv1alpha1.ReasonRenderFailed, err, "rendering chart %s", key)
 	}

@@ -41,7 +41,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io/fs"
 	"slices"
@@ -57,6 +56,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
+	"github.com/kaddons/kaddons/internal/channels/packageerr"
 )
 
 // Caps on one chart and its render. A chart that exceeds one is refused with
@@ -128,36 +128,14 @@ type Result struct {
 	Nondeterministic []string
 }
 
-// Error is a render failure caused by the chart or the values, not by the cluster, in
-// the shape of channels.Error: retrying cannot help until they change.
-type Error struct {
-	// Reason is one of the Reason* constants of the add-on API.
-	Reason string
-	// Message is the short, user-facing explanation.
-	Message string
-	// Err is the underlying cause, if any.
-	Err error
-}
-
-// Error implements error.
-func (e *Error) Error() string {
-	if e.Err != nil {
-		return fmt.Sprintf("%s: %v", e.Message, e.Err)
-	}
-	return e.Message
-}
-
-// Unwrap returns the underlying cause.
-func (e *Error) Unwrap() error { return e.Err }
+// Error is a render failure caused by the chart or the values, not by the cluster: the
+// channels catalog's own error type (packageerr.Error), so that the catalog returns it as
+// it is. Retrying cannot help until the chart or the values change.
+type Error = packageerr.Error
 
 // ReasonOf returns the condition reason carried by err, or ReasonRenderFailed when err
-// is not an Error of this package.
-func ReasonOf(err error) string {
-	if e, ok := errors.AsType[*Error](err); ok {
-		return e.Reason
-	}
-	return addonsv1alpha1.ReasonRenderFailed
-}
+// is not an Error.
+func ReasonOf(err error) string { return packageerr.ReasonOf(err) }
 
 // fail builds an Error of the chart key with a formatted message.
 func fail(reason string, cause error, key, format string, args ...any) *Error {
