@@ -200,7 +200,7 @@ func newEngineOptions(mgr ctrl.Manager, o reconcilerOptions) (engine.Options, er
 	}
 	operator := engine.OperatorIdentity{ID: o.flags.operatorID, Version: version.Version,
 		KubernetesVersion: engine.ClusterVersion(discoveryClient, clusterVersionTTL)}
-	capabilities, err := engine.NewClusterCapabilities(mgr.GetConfig())
+	capabilities, err := engine.NewClusterCapabilities(mgr.GetConfig(), operator.KubernetesVersion)
 	if err != nil {
 		return engine.Options{}, err
 	}

@@ -26,6 +26,7 @@ const CapabilitiesTTL = 5 * time.Minute
 // concurrent use.
 type ClusterCapabilities struct {
 	discovery discovery.DiscoveryInterface
+	version   func(context.Context) (string, error)
 	ttl       time.Duration
 	now       func() time.Time
 
@@ -34,25 +35,30 @@ type ClusterCapabilities struct {
 	read time.Time
 }
 
-// NewClusterCapabilities returns the ClusterCapabilities of the cluster of cfg.
-func NewClusterCapabilities(cfg *rest.Config) (*ClusterCapabilities, error) {
+// NewClusterCapabilities returns the ClusterCapabilities of the cluster of cfg. version
+// reads the cluster's version, as OperatorIdentity.KubernetesVersion does (pass the same
+// function, so that both share its reads); nil reads it with ClusterVersion.
+func NewClusterCapabilities(cfg *rest.Config, version func(context.Context) (string, error)) (*ClusterCapabilities, error) {
 	d, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("creating the discovery client: %w", err)
 	}
-	return &ClusterCapabilities{discovery: d, ttl: CapabilitiesTTL, now: time.Now}, nil
+	if version == nil {
+		version = ClusterVersion(d, CapabilitiesTTL)
+	}
+	return &ClusterCapabilities{discovery: d, version: version, ttl: CapabilitiesTTL, now: time.Now}, nil
 }
 
 // Get returns the cluster's capabilities: from memory when read less than the TTL ago.
 // An API group whose discovery fails (an aggregated server that is down) is left out,
 // as Helm leaves it out; a cluster that answers nothing is an error, retried.
-func (c *ClusterCapabilities) Get(_ context.Context) (channels.Capabilities, error) {
+func (c *ClusterCapabilities) Get(ctx context.Context) (channels.Capabilities, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.read.IsZero() && c.now().Sub(c.read) < c.ttl {
 		return c.caps, nil
 	}
-	version, err := c.discovery.ServerVersion()
+	version, err := c.version(ctx)
 	if err != nil {
 		return channels.Capabilities{}, fmt.Errorf("reading the cluster's version for a chart's .Capabilities: %w", err)
 	}
@@ -70,7 +76,7 @@ func (c *ClusterCapabilities) Get(_ context.Context) (channels.Capabilities, err
 		}
 	}
 	slices.Sort(versions)
-	c.caps = channels.Capabilities{KubeVersion: version.GitVersion, APIVersions: slices.Compact(versions)}
+	c.caps = channels.Capabilities{KubeVersion: version, APIVersions: slices.Compact(versions)}
 	c.read = c.now()
 	return c.caps, nil
 }

@@ -68,7 +68,7 @@ func chartRenderBenchmarks(ctx context.Context, c *cluster, repo, work string, f
 	if err != nil {
 		return nil, fmt.Errorf("creating a manager for the chart render: %w", err)
 	}
-	caps, err := engine.NewClusterCapabilities(cfg)
+	caps, err := engine.NewClusterCapabilities(cfg, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -53,7 +53,7 @@ func chartEngine(t *testing.T, cfg *rest.Config, scheme *runtime.Scheme, def eng
 	if err != nil {
 		t.Fatal(err)
 	}
-	caps, err := engine.NewClusterCapabilities(cfg)
+	caps, err := engine.NewClusterCapabilities(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
