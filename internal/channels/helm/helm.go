@@ -296,10 +296,11 @@ func execute(ctx context.Context, chrt *chart.Chart, vals common.Values, key str
 	ctx, cancel := context.WithTimeout(ctx, RenderTimeout)
 	defer cancel()
 	g := newGuard(key)
-	stop := context.AfterFunc(ctx, func() {
+	deadline := func() {
 		g.stop(fail(addonsv1alpha1.ReasonRenderFailed, context.Cause(ctx), key,
 			"the templates did not finish rendering (the cap on a render is %s)", RenderTimeout))
-	})
+	}
+	stop := context.AfterFunc(ctx, deadline)
 	defer stop()
 
 	e := engine.Engine{EnableDNS: false, CustomTemplateFuncs: g.funcs()}
@@ -317,6 +318,8 @@ func execute(ctx context.Context, chrt *chart.Chart, vals common.Values, key str
 	case out = <-done:
 	case <-ctx.Done():
 		// The engine stops at its next template function; its result is not waited for.
+		// AfterFunc's goroutine may not have run yet: stop here too (the first stop wins).
+		deadline()
 		return nil, nil, g.stopped()
 	}
 	if err := g.stopped(); err != nil {
