@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
@@ -226,6 +227,8 @@ func (h echoHandler) sorted(ctx context.Context, q workqueue.TypedRateLimitingIn
 		return
 	}
 	h.echoes.sort(h.kind, obj, func() {
+		log.FromContext(ctx).V(1).Info("Watch event is news", "kind", h.kind.String(),
+			"object", client.ObjectKeyFromObject(obj).String(), "resourceVersion", obj.GetResourceVersion(), "requests", requests)
 		for _, r := range requests {
 			q.Add(r)
 		}
