@@ -87,6 +87,13 @@ type AddonStatus struct {
 	// +optional
 	Source *AppliedSource `json:"source,omitempty"`
 
+	// availableVersion is a newer version the add-on's channel offers that it does not
+	// move to by itself: one that waits for approval (spec.upgrade.approval: Manual) or
+	// lies outside spec.upgrade.policy. Empty when the add-on runs the version it should.
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	AvailableVersion string `json:"availableVersion,omitempty"`
+
 	// lastHealthyVersion is the last version that was applied and Ready; a failed
 	// upgrade rolls back to it.
 	// +optional
@@ -366,7 +373,73 @@ type UpgradeSpec struct {
 	// Service's clusterIP). Without it such a change is reported and nothing is deleted.
 	// +optional
 	RecreateOnImmutable bool `json:"recreateOnImmutable,omitempty"`
+
+	// policy says which newer versions an add-on that follows a channel moves to by
+	// itself: Latest (the default) the newest version the channel lists that supports the
+	// cluster; SameMinor only newer patch versions of the minor it runs (a newer minor is
+	// shown in status.availableVersion and waits for the spec to name it). A pinned
+	// spec.version is never moved.
+	// +kubebuilder:validation:Enum=Latest;SameMinor
+	// +optional
+	Policy UpgradePolicy `json:"policy,omitempty"`
+
+	// approval is Automatic (the default) or Manual. Under Manual, a channel-following
+	// add-on stays on the version it runs; a newer one is shown in status.availableVersion
+	// (reason UpgradeAwaitingApproval) until approvedVersion names it, as OLM's install
+	// plans wait for approval.
+	// +kubebuilder:validation:Enum=Automatic;Manual
+	// +optional
+	Approval UpgradeApproval `json:"approval,omitempty"`
+
+	// approvedVersion approves the move to this version under approval: Manual. It is
+	// usually copied from status.availableVersion.
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	ApprovedVersion string `json:"approvedVersion,omitempty"`
+
+	// allowDowngrade lets the add-on move to an older version than the one it runs,
+	// whether the spec pins it or the channel moves back. Without it a pinned downgrade is
+	// refused (Stalled, DowngradeRefused) and a channel-following add-on stays where it is.
+	// A rollback after a failed upgrade is not a downgrade the user asked for, and needs
+	// no permission.
+	// +optional
+	AllowDowngrade bool `json:"allowDowngrade,omitempty"`
+
+	// ignoreKubernetesVersion applies a pinned version whose package does not declare
+	// support for the running Kubernetes version. Without it such a version is refused
+	// (Stalled, KubernetesVersionUnsupported).
+	// +optional
+	IgnoreKubernetesVersion bool `json:"ignoreKubernetesVersion,omitempty"`
+
+	// allowCRDVersionRemoval applies a CustomResourceDefinition that stops serving a
+	// version while objects of it exist, or drops a version still listed in its
+	// status.storedVersions. Without it such an update is refused (Stalled,
+	// CRDVersionRemoved) and the live definition is left as it is.
+	// +optional
+	AllowCRDVersionRemoval bool `json:"allowCRDVersionRemoval,omitempty"`
 }
+
+// UpgradePolicy says which newer versions a channel-following add-on moves to by itself.
+type UpgradePolicy string
+
+// Upgrade policies.
+const (
+	// UpgradePolicyLatest moves to the newest supported version the channel lists.
+	UpgradePolicyLatest UpgradePolicy = "Latest"
+	// UpgradePolicySameMinor moves only to newer patch versions of the running minor.
+	UpgradePolicySameMinor UpgradePolicy = "SameMinor"
+)
+
+// UpgradeApproval says whether a channel-following add-on's moves wait for approval.
+type UpgradeApproval string
+
+// Upgrade approvals.
+const (
+	// UpgradeApprovalAutomatic moves without waiting.
+	UpgradeApprovalAutomatic UpgradeApproval = "Automatic"
+	// UpgradeApprovalManual waits until spec.upgrade.approvedVersion names the version.
+	UpgradeApprovalManual UpgradeApproval = "Manual"
+)
 
 // AddonReference names another add-on.
 type AddonReference struct {

@@ -11,6 +11,10 @@ const (
 	ConditionDegraded = "Degraded"
 	// ConditionStalled is True when a configuration error stops reconciliation until the spec changes.
 	ConditionStalled = "Stalled"
+	// ConditionUpgradeable is False when the add-on's running version does not support the
+	// next Kubernetes minor, so a cluster upgrade would break it (OpenShift's ClusterOperator
+	// contract): its message names a version that does.
+	ConditionUpgradeable = "Upgradeable"
 )
 
 // Condition reasons. Each engine phase has its own failure reason, so the condition says
@@ -51,6 +55,31 @@ const (
 	ReasonImmutableField = "ImmutableField"
 	// ReasonDeleting means the add-on is being deleted and its children are being removed.
 	ReasonDeleting = "Deleting"
+	// ReasonDependentsExist means the add-on is being deleted, but other add-ons that
+	// depend on it (spec.dependsOn, or a NodeLocalDNS following its CoreDNS) still exist:
+	// its deletion waits until they are gone.
+	ReasonDependentsExist = "DependentsExist"
+
+	// ReasonDowngradeRefused means the add-on would move to an older version than the
+	// one it runs, and spec.upgrade.allowDowngrade is not set: a pinned version is
+	// Stalled; a channel-following add-on stays Ready on the version it runs.
+	ReasonDowngradeRefused = "DowngradeRefused"
+	// ReasonUpgradeAwaitingApproval means a newer version is available
+	// (status.availableVersion) and spec.upgrade.approval is Manual: the add-on stays on
+	// the version it runs until spec.upgrade.approvedVersion names the new one.
+	ReasonUpgradeAwaitingApproval = "UpgradeAwaitingApproval"
+	// ReasonUpgradeOutsidePolicy means the channel lists a newer version that
+	// spec.upgrade.policy does not move to by itself (another minor under SameMinor).
+	ReasonUpgradeOutsidePolicy = "UpgradeOutsidePolicy"
+	// ReasonKubernetesVersionSupported means the running version supports the next
+	// Kubernetes minor (Upgradeable is True).
+	ReasonKubernetesVersionSupported = "KubernetesVersionSupported"
+	// ReasonNextKubernetesVersionUnsupported means the running version does not support
+	// the next Kubernetes minor (Upgradeable is False).
+	ReasonNextKubernetesVersionUnsupported = "NextKubernetesVersionUnsupported"
+	// ReasonKubernetesVersionUnknown means the cluster's version could not be read, so
+	// Upgradeable is Unknown.
+	ReasonKubernetesVersionUnknown = "KubernetesVersionUnknown"
 
 	// ReasonInvalidVersion means spec.version is not a valid version string.
 	ReasonInvalidVersion = "InvalidVersion"
