@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"io/fs"
 	"os"
+	"path"
 	"testing"
+
+	"github.com/kaddons/kaddons/internal/sources"
 )
 
 // TestEmbedded checks that FS holds exactly the files of this folder that are channel
@@ -59,5 +62,37 @@ func TestEmbedded(t *testing.T) {
 	}
 	if len(embedded) == 0 {
 		t.Fatal("nothing is embedded")
+	}
+}
+
+// TestEveryPackageDeclaresItsKubernetesVersions checks that every built-in package has a
+// metadata.yaml whose Kubernetes range is valid and admits the Kubernetes version this
+// repository tests on (hack/toolchain.sh builds it), so that no channel resolves to
+// nothing on the clusters of the test suites.
+func TestEveryPackageDeclaresItsKubernetesVersions(t *testing.T) {
+	const tested = "v1.37.2"
+	addons, err := fs.ReadDir(FS, "packages")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, addon := range addons {
+		versions, err := fs.ReadDir(FS, path.Join("packages", addon.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range versions {
+			m, err := sources.ReadPackageMetadata(FS, addon.Name(), v.Name())
+			if err != nil {
+				t.Errorf("%s %s: %v", addon.Name(), v.Name(), err)
+				continue
+			}
+			if m.KubernetesVersions == "" {
+				t.Errorf("%s %s declares no Kubernetes range in metadata.yaml", addon.Name(), v.Name())
+				continue
+			}
+			if ok, err := m.SupportsKubernetes(tested); err != nil || !ok {
+				t.Errorf("%s %s supports Kubernetes %s, which leaves out %s (%v)", addon.Name(), v.Name(), m.KubernetesVersions, tested, err)
+			}
+		}
 	}
 }

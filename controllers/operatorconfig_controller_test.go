@@ -69,10 +69,15 @@ func TestOperatorConfig(t *testing.T) {
 	ctx := context.Background()
 	t.Cleanup(func() { deleteOperatorConfig(t) })
 	ns := newNamespace(t)
-	// One CoreDNS follows the default channel, one pins its version.
+	// One CoreDNS follows the default channel down as well as up, one follows it but never
+	// downgrades (the default), one pins its version.
 	following := newCoreDNS(ns, "")
+	following.Spec.Upgrade = &addonsv1alpha1.UpgradeSpec{AllowDowngrade: true}
 	g.Expect(k8sClient.Create(ctx, following)).To(Succeed())
 	waitApplied(t, following, newVersion)
+	holding := newCoreDNS(newNamespace(t), "")
+	g.Expect(k8sClient.Create(ctx, holding)).To(Succeed())
+	waitApplied(t, holding, newVersion)
 	pinnedNS := newNamespace(t)
 	pinned := newCoreDNS(pinnedNS, newVersion)
 	createCoreDNS(t, pinned)
@@ -94,6 +99,15 @@ func TestOperatorConfig(t *testing.T) {
 		g.Expect(following.Generation).To(Equal(generation), "the CoreDNS itself was not changed")
 		getAddon(g, pinned)
 		g.Expect(pinned.Status.AppliedVersion).To(Equal(newVersion), "a pinned version does not follow the channel")
+		// The channel moved down: without allowDowngrade the add-on stays, and says why.
+		g.Eventually(func(g Gomega) {
+			getAddon(g, holding)
+			ready := meta.FindStatusCondition(holding.Status.Conditions, addonsv1alpha1.ConditionReady)
+			g.Expect(ready).NotTo(BeNil())
+			g.Expect(ready.Message).To(ContainSubstring(addonsv1alpha1.ReasonDowngradeRefused + ": channel legacy lists coredns " +
+				oldVersion + ", older than the running " + newVersion))
+		}).WithTimeout(eventuallyTimeout).WithPolling(pollInterval).Should(Succeed())
+		g.Expect(holding.Status.AppliedVersion).To(Equal(newVersion), "a channel-following add-on was downgraded")
 	})
 
 	t.Run("a registry mirror rewrites the images", func(t *testing.T) {

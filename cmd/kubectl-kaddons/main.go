@@ -77,6 +77,7 @@ func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		newRenderCommand(kube, streams),
 		newDiffCommand(kube, streams),
 		newGetCommand(kube, streams),
+		newCheckCommand(kube, streams),
 		newVersionCommand(kube, streams),
 		newBundleCommand(streams),
 	)

@@ -32,6 +32,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/Masterminds/semver/v3"
 	addonv1alpha1 "sigs.k8s.io/kubebuilder-declarative-pattern/pkg/patterns/addon/pkg/apis/v1alpha1"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/api/resource"
@@ -149,19 +150,32 @@ func (s *Catalog) Name() string { return s.name }
 // FS returns the file system the source reads.
 func (s *Catalog) FS() fs.FS { return s.fsys }
 
-// Resolve picks the package for addon: spec.version wins, otherwise the version the
-// channel (or the default channel) lists.
+// Resolve picks the package for addon: spec.version wins, otherwise the newest version
+// the channel (or the default channel) lists. Candidates lists every version the
+// channel offers, for a caller that chooses among them.
 func (s *Catalog) Resolve(addon string, spec addonv1alpha1.CommonSpec) (Resolved, error) {
+	candidates, err := s.Candidates(addon, spec)
+	if err != nil {
+		return Resolved{}, err
+	}
+	return candidates[0], nil
+}
+
+// Candidates lists the packages addon may resolve to, newest first (CompareVersions):
+// the one spec.version pins, otherwise every version the channel (or the default
+// channel) lists for it, as a kops channel lists one version per Kubernetes range. Each
+// has a package. It never returns an empty list without an error.
+func (s *Catalog) Candidates(addon string, spec addonv1alpha1.CommonSpec) ([]Resolved, error) {
 	if spec.Version != "" {
 		if !validVersion(spec.Version) {
-			return Resolved{}, errorf(addonsv1alpha1.ReasonInvalidVersion, nil,
+			return nil, errorf(addonsv1alpha1.ReasonInvalidVersion, nil,
 				"version %q is not a valid version: use letters, digits, '.', '+', '_' or '-' (no '/', no '..')",
 				spec.Version)
 		}
 		if err := s.checkPackage(addon, spec.Version); err != nil {
-			return Resolved{}, err
+			return nil, err
 		}
-		return Resolved{Addon: addon, Version: spec.Version}, nil
+		return []Resolved{{Addon: addon, Version: spec.Version}}, nil
 	}
 
 	name := spec.Channel
@@ -169,21 +183,48 @@ func (s *Catalog) Resolve(addon string, spec addonv1alpha1.CommonSpec) (Resolved
 		name = s.defaultChannel
 	}
 	if !validName.MatchString(name) || strings.Contains(name, "..") || name == "packages" {
-		return Resolved{}, errorf(addonsv1alpha1.ReasonChannelNotFound, nil, "channel %q is not a valid channel name", name)
+		return nil, errorf(addonsv1alpha1.ReasonChannelNotFound, nil, "channel %q is not a valid channel name", name)
 	}
 	ch, err := s.channel(name)
 	if err != nil {
-		return Resolved{}, err
+		return nil, err
 	}
+	var candidates []Resolved
 	for _, e := range ch.Manifests {
-		if e.Name == addon {
-			if err := s.checkPackage(addon, e.Version); err != nil {
-				return Resolved{}, err
-			}
-			return Resolved{Addon: addon, Version: e.Version, Channel: name}, nil
+		if e.Name != addon {
+			continue
 		}
+		if err := s.checkPackage(addon, e.Version); err != nil {
+			return nil, err
+		}
+		candidates = append(candidates, Resolved{Addon: addon, Version: e.Version, Channel: name})
 	}
-	return Resolved{}, errorf(addonsv1alpha1.ReasonChannelNotFound, nil, "channel %q does not list %s", name, addon)
+	if len(candidates) == 0 {
+		return nil, errorf(addonsv1alpha1.ReasonChannelNotFound, nil, "channel %q does not list %s", name, addon)
+	}
+	slices.SortStableFunc(candidates, func(a, b Resolved) int { return CompareVersions(b.Version, a.Version) })
+	return candidates, nil
+}
+
+// CompareVersions orders two package versions: as semantic versions ("v" optional,
+// 1.12.1 < 1.14.6 < 1.14.6+kaddons.1 compare by their release parts first) when both are
+// one, otherwise a semantic version before any other, and two others as strings. It
+// returns -1, 0 or +1, as strings.Compare.
+func CompareVersions(a, b string) int {
+	va, errA := semver.NewVersion(a)
+	vb, errB := semver.NewVersion(b)
+	switch {
+	case errA == nil && errB == nil:
+		if c := va.Compare(vb); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	case errA == nil:
+		return 1
+	case errB == nil:
+		return -1
+	}
+	return strings.Compare(a, b)
 }
 
 // channel returns the parsed channel file, reading it again only when it changed.
@@ -217,7 +258,10 @@ func (s *Catalog) channel(name string) (*Channel, error) {
 }
 
 // ParseChannel decodes a channel file strictly: unknown fields and entries without a
-// name or version are errors, because KDP matches unnamed entries to every add-on. A name
+// name or version are errors, because KDP matches unnamed entries to every add-on. An
+// add-on may be listed more than once, with different versions (each package declares
+// the Kubernetes versions it supports in its metadata.yaml, and the engine picks the
+// newest that supports the cluster), but not twice with the same version. A name
 // must be a DNS label and a version letters, digits, '.', '+', '_' and '-' (no '/', no
 // ".."), so that an entry can only ever name a package folder of its own add-on.
 func ParseChannel(data []byte) (*Channel, error) {
@@ -238,10 +282,10 @@ func ParseChannel(data []byte) (*Channel, error) {
 		case !validVersion(e.Version):
 			return nil, fmt.Errorf("manifests[%d] (%s) has the version %q, which is not a valid version "+
 				"(letters, digits, '.', '+', '_' or '-', no '/', no '..')", i, e.Name, e.Version)
-		case seen[e.Name]:
-			return nil, fmt.Errorf("manifests[%d] lists %s a second time", i, e.Name)
+		case seen[e.Name+"/"+e.Version]:
+			return nil, fmt.Errorf("manifests[%d] lists %s %s a second time", i, e.Name, e.Version)
 		}
-		seen[e.Name] = true
+		seen[e.Name+"/"+e.Version] = true
 	}
 	return ch, nil
 }

@@ -4,6 +4,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -44,6 +45,7 @@ func testTree(t *testing.T) string {
 		"stable":                                  "manifests:\n- name: demo\n  version: 1.0.0\n",
 		"rapid":                                   "manifests:\n- name: demo\n  version: 2.0.0\n- name: other\n  version: 1.0.0\n",
 		"broken":                                  "manifests:\n- version: 1.0.0\n",
+		"ranges":                                  "manifests:\n- name: demo\n  version: 1.0.0\n- name: demo\n  version: 2.0.0\n",
 		"packages/demo/1.0.0/kustomization.yaml":  "resources:\n- configmap.yaml\n",
 		"packages/demo/1.0.0/configmap.yaml":      configMap,
 		"packages/demo/2.0.0/kustomization.yaml":  "resources:\n- configmap.yaml\n",
@@ -72,6 +74,8 @@ func TestResolve(t *testing.T) {
 			want: Resolved{Addon: "demo", Version: "1.0.0", Channel: "stable"}},
 		{name: "operator default channel", addon: "demo", defaultChannel: "rapid",
 			want: Resolved{Addon: "demo", Version: "2.0.0", Channel: "rapid"}},
+		{name: "newest of several", addon: "demo", spec: addonv1alpha1.CommonSpec{Channel: "ranges"},
+			want: Resolved{Addon: "demo", Version: "2.0.0", Channel: "ranges"}},
 		{name: "unknown version", addon: "demo", spec: addonv1alpha1.CommonSpec{Version: "3.0.0"},
 			reason: addonsv1alpha1.ReasonVersionNotFound, message: `demo has no version "3.0.0" (available: 1.0.0, 2.0.0, bad)`},
 		{name: "path in version", addon: "demo", spec: addonv1alpha1.CommonSpec{Version: "../demo/1.0.0"},
@@ -83,7 +87,7 @@ func TestResolve(t *testing.T) {
 		{name: "absolute version", addon: "demo", spec: addonv1alpha1.CommonSpec{Version: "/etc"},
 			reason: addonsv1alpha1.ReasonInvalidVersion},
 		{name: "unknown channel", addon: "demo", spec: addonv1alpha1.CommonSpec{Channel: "nightly"},
-			reason: addonsv1alpha1.ReasonChannelNotFound, message: `channel "nightly" does not exist (known channels: broken, rapid, stable)`},
+			reason: addonsv1alpha1.ReasonChannelNotFound, message: `channel "nightly" does not exist (known channels: broken, ranges, rapid, stable)`},
 		{name: "packages is not a channel", addon: "demo", spec: addonv1alpha1.CommonSpec{Channel: "packages"},
 			reason: addonsv1alpha1.ReasonChannelNotFound},
 		{name: "channel path", addon: "demo", spec: addonv1alpha1.CommonSpec{Channel: "../stable"},
@@ -119,6 +123,46 @@ func TestResolve(t *testing.T) {
 	}
 }
 
+func TestCandidates(t *testing.T) {
+	src := NewCatalog(testTree(t), "")
+	got, err := src.Candidates("demo", addonv1alpha1.CommonSpec{Channel: "ranges"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Resolved{{Addon: "demo", Version: "2.0.0", Channel: "ranges"}, {Addon: "demo", Version: "1.0.0", Channel: "ranges"}}
+	if !slices.Equal(got, want) {
+		t.Errorf("Candidates = %v, want %v (newest first)", got, want)
+	}
+	got, err = src.Candidates("demo", addonv1alpha1.CommonSpec{Version: "1.0.0", Channel: "ranges"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []Resolved{{Addon: "demo", Version: "1.0.0"}}; !slices.Equal(got, want) {
+		t.Errorf("Candidates of a pin = %v, want %v", got, want)
+	}
+}
+
+func TestCompareVersions(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want int
+	}{
+		{"1.12.1", "1.14.6", -1},
+		{"1.14.6", "1.12.1", 1},
+		{"1.9.0", "1.10.0", -1},
+		{"v1.12.1", "1.12.1", 1}, // equal as versions; then as strings, so that the order is total
+		{"1.12.1", "1.12.1", 0},
+		{"1.12.1-rc.1", "1.12.1", -1},
+		{"1.12.1", "latest", 1},
+		{"latest", "1.0.0", -1},
+		{"abc", "abd", -1},
+	} {
+		if got := CompareVersions(tc.a, tc.b); got != tc.want {
+			t.Errorf("CompareVersions(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
+
 func TestParseChannel(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -128,7 +172,8 @@ func TestParseChannel(t *testing.T) {
 		{name: "valid", data: "manifests:\n- name: a\n  version: 1.0.0\n- name: b\n  version: 2.0.0\n"},
 		{name: "entry without name", data: "manifests:\n- version: 1.0.0\n", wantErr: "manifests[0] has no name"},
 		{name: "entry without version", data: "manifests:\n- name: a\n", wantErr: "manifests[0] (a) has no version"},
-		{name: "duplicate entry", data: "manifests:\n- name: a\n  version: 1\n- name: a\n  version: 2\n", wantErr: "manifests[1] lists a a second time"},
+		{name: "duplicate entry", data: "manifests:\n- name: a\n  version: 1\n- name: a\n  version: 1\n", wantErr: "manifests[1] lists a 1 a second time"},
+		{name: "two versions of one add-on", data: "manifests:\n- name: a\n  version: 1\n- name: a\n  version: 2\n"},
 		{name: "unknown field", data: "manifests:\n- name: a\n  release: 1\n", wantErr: `unknown field "release"`},
 		{name: "name with a slash", data: "manifests:\n- name: ../coredns\n  version: 1.0.0\n",
 			wantErr: `manifests[0] has the name "../coredns", which is not a valid add-on name`},

@@ -60,10 +60,10 @@ func FuzzParseChannel(f *testing.F) {
 				strings.ContainsAny(e.Name+e.Version, "/\\") || strings.Contains(e.Version, "..") {
 				t.Fatalf("manifests[%d] = %+v was accepted with an invalid name or version", i, e)
 			}
-			if seen[e.Name] {
-				t.Fatalf("manifests[%d] lists %s a second time and was accepted", i, e.Name)
+			if seen[e.Name+"/"+e.Version] {
+				t.Fatalf("manifests[%d] lists %s %s a second time and was accepted", i, e.Name, e.Version)
 			}
-			seen[e.Name] = true
+			seen[e.Name+"/"+e.Version] = true
 		}
 
 		out, err := yaml.Marshal(ch)

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -202,6 +203,13 @@ func New(mgr ctrl.Manager, def Definition, opts Options) (*Reconciler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("add-on prototype %T is not registered: %w", def.Prototype, err)
 	}
+	if opts.Operator.KubernetesVersion == nil {
+		d, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+		if err != nil {
+			return nil, fmt.Errorf("creating the discovery client: %w", err)
+		}
+		opts.Operator.KubernetesVersion = ClusterVersion(d, CapabilitiesTTL)
+	}
 	return NewWithClients(def, opts, Clients{
 		Client: ssa.TypedReads(mgr.GetClient()), Reader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
 		Recorder:     mgr.GetEventRecorder("kaddons-" + strings.ToLower(gvk.Kind)),
@@ -256,6 +264,11 @@ type reconcileState struct {
 	resolved channels.Resolved
 	// channel is the channel the version was resolved from; empty for a pinned version.
 	channel string
+	// versionHeld says, on a Ready add-on, why it does not run the version its channel
+	// points at (chooseVersion); nil when it does.
+	versionHeld *conditionNote
+	// upgradeable is the Upgradeable condition preflight found; nil leaves it as it was.
+	upgradeable *upgradeableNote
 	// wanted is the version the spec asks for when a failed upgrade pinned resolved to
 	// the last healthy version.
 	wanted string

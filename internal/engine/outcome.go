@@ -8,6 +8,8 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -137,7 +139,21 @@ func (r *Reconciler) summarize(st *reconcileState, out outcome) error {
 		out.class = classProgressing
 		out.message = "retrying after a transient error: " + out.message
 	}
-	setConditions(st.addon.GetAddonStatus(), generation, out)
+	status := st.addon.GetAddonStatus()
+	setConditions(status, generation, out)
+	if held := st.versionHeld; held != nil {
+		if out.class == classReady {
+			// It serves on the version it runs: Ready, with the reason it does not move.
+			setCondition(status, generation, addonsv1alpha1.ConditionReady, metav1.ConditionTrue, held.reason, held.message)
+		} else if ready := meta.FindStatusCondition(status.Conditions, addonsv1alpha1.ConditionReady); ready != nil {
+			// Whatever else it waits for, it says why it stays on its version.
+			setCondition(status, generation, addonsv1alpha1.ConditionReady, ready.Status, ready.Reason,
+				ready.Message+" ("+held.reason+": "+held.message+")")
+		}
+	}
+	if u := st.upgradeable; u != nil {
+		setCondition(status, generation, addonsv1alpha1.ConditionUpgradeable, u.status, u.reason, u.message)
+	}
 	if out.err == nil {
 		return nil
 	}

@@ -19,8 +19,9 @@ type OperatorIdentity struct {
 	ID string
 	// Version is the running operator's version (internal/version).
 	Version string
-	// KubernetesVersion returns the cluster's version, such as v1.34.1. Nil fails every
-	// bundle or package that names a Kubernetes range.
+	// KubernetesVersion returns the cluster's version, such as v1.34.1. New defaults it to
+	// ClusterVersion on the manager's configuration; nil (a tool that only renders) checks
+	// no Kubernetes range.
 	KubernetesVersion func(ctx context.Context) (string, error)
 }
 
@@ -36,32 +37,44 @@ func (r *Reconciler) preflight(ctx context.Context, st *reconcileState) outcome 
 	if err != nil {
 		return stalled(addonsv1alpha1.ReasonRenderFailed, err)
 	}
+	kubernetes, err := r.clusterVersion(ctx)
+	if err != nil {
+		return failed(addonsv1alpha1.ReasonPreflightFailed, fmt.Errorf("reading the cluster's Kubernetes version: %w", err))
+	}
+	st.upgradeable = upgradeable(st.catalog, st.resolved, pkg, kubernetes)
+	if up := st.addon.GetAddonSpec().Upgrade; up != nil && up.IgnoreKubernetesVersion && st.resolved.Channel == "" {
+		// The user applies a pinned version whatever its package says it supports.
+		pkg.KubernetesVersions = ""
+	}
 	checks := []struct {
 		what     string
 		metadata sources.Metadata
+		// override says how the user applies the package anyway.
+		override string
 	}{
 		{what: "AddonSource " + st.artifact.Name, metadata: st.artifact.Metadata},
-		{what: fmt.Sprintf("package %s/%s", st.resolved.Addon, st.resolved.Version), metadata: pkg},
+		{what: fmt.Sprintf("package %s/%s", st.resolved.Addon, st.resolved.Version), metadata: pkg,
+			override: "; set spec.upgrade.ignoreKubernetesVersion: true to apply it anyway"},
 	}
 	for _, c := range checks {
+		if kubernetes == "" {
+			// A tool that only renders cannot read the cluster: no range is checked.
+			c.metadata.KubernetesVersions = ""
+		}
 		if c.metadata == (sources.Metadata{}) {
 			continue
 		}
-		kubernetes := ""
-		if c.metadata.KubernetesVersions != "" {
-			if kubernetes, err = r.kubernetesVersion(ctx); err != nil {
-				return failed(addonsv1alpha1.ReasonPreflightFailed, fmt.Errorf("reading the cluster's Kubernetes version: %w", err))
-			}
-		}
 		if err := c.metadata.Check(r.opts.Operator.ID, r.opts.Operator.Version, kubernetes); err != nil {
 			reason := sources.ReasonOf(err)
+			message := c.what + ": " + err.Error()
 			switch reason {
-			case addonsv1alpha1.ReasonOperatorMismatch, addonsv1alpha1.ReasonOperatorTooOld,
-				addonsv1alpha1.ReasonKubernetesVersionUnsupported:
+			case addonsv1alpha1.ReasonKubernetesVersionUnsupported:
+				message += c.override
+			case addonsv1alpha1.ReasonOperatorMismatch, addonsv1alpha1.ReasonOperatorTooOld:
 			default:
 				reason = addonsv1alpha1.ReasonInvalidBundle
 			}
-			return refused(reason, c.what+": "+err.Error()).after(preflightRecheck)
+			return refused(reason, message).after(preflightRecheck)
 		}
 	}
 	return proceed()
@@ -71,14 +84,6 @@ func (r *Reconciler) preflight(ctx context.Context, st *reconcileState) outcome 
 // again: an upgrade of the cluster or the operator can lift the refusal without an event
 // on the add-on.
 const preflightRecheck = 10 * time.Minute
-
-// kubernetesVersion returns the cluster's version through Options.Operator.
-func (r *Reconciler) kubernetesVersion(ctx context.Context) (string, error) {
-	if r.opts.Operator.KubernetesVersion == nil {
-		return "", fmt.Errorf("this manager cannot read the cluster's version")
-	}
-	return r.opts.Operator.KubernetesVersion(ctx)
-}
 
 // ClusterVersion returns a KubernetesVersion function for OperatorIdentity that asks the
 // API server's discovery for its version at most once per ttl, shared by every add-on.

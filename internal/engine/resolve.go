@@ -2,17 +2,21 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/internal/channels"
+	"github.com/kaddons/kaddons/internal/sources"
 )
 
-// resolve picks the package version: spec.version, else the version spec.channel (or
-// the default channel) lists, else, while a failed upgrade is rolled back, the last
-// healthy version (pinVersion). A bad version or channel is terminal: it is reported
-// and not retried until the spec or the channels change.
-func (r *Reconciler) resolve(_ context.Context, st *reconcileState) outcome {
+// resolve picks the package version: spec.version, else the newest version spec.channel
+// (or the default channel) lists whose package supports the cluster's Kubernetes version,
+// as spec.upgrade's policy allows (chooseVersion), else, while a failed upgrade is rolled
+// back, the last healthy version (pinVersion). A bad version or channel, a refused
+// downgrade and a channel with no version for the cluster are terminal: they are reported
+// and not retried until the spec, the channels or the cluster change.
+func (r *Reconciler) resolve(ctx context.Context, st *reconcileState) outcome {
 	if out := r.resolveSource(st); out.stop {
 		return out
 	}
@@ -26,13 +30,37 @@ func (r *Reconciler) resolve(_ context.Context, st *reconcileState) outcome {
 	if spec.Version == "" {
 		st.channel = spec.Channel
 	}
-	resolved, err := st.catalog.Resolve(st.addon.ComponentName(), spec)
+	candidates, err := st.catalog.Candidates(st.addon.ComponentName(), spec)
 	if err != nil {
 		return stalled(channels.ReasonOf(err), err)
 	}
-	st.resolved = resolved
+	if spec.Version == "" {
+		kubernetes, err := r.clusterVersion(ctx)
+		if err != nil {
+			return failed(addonsv1alpha1.ReasonPreflightFailed, fmt.Errorf("reading the cluster's Kubernetes version: %w", err))
+		}
+		if candidates, err = supportedCandidates(st.catalog, candidates, kubernetes); err != nil {
+			return stalled(versionReason(err), err)
+		}
+	}
+	status := st.addon.GetAddonStatus()
+	choice, err := chooseVersion(candidates, runningVersion(status), st.addon.GetAddonSpec().Upgrade)
+	if err != nil {
+		return stalled(addonsv1alpha1.ReasonDowngradeRefused, err)
+	}
+	st.resolved, st.versionHeld = choice.resolved, choice.held
+	status.AvailableVersion = choice.available
 	st.wanted = pinVersion(st.addon, &st.resolved)
 	return proceed()
+}
+
+// versionReason is the condition reason of an error of a package's metadata or of the
+// channel's Kubernetes ranges.
+func versionReason(err error) string {
+	if _, ok := errors.AsType[*channels.Error](err); ok {
+		return channels.ReasonOf(err)
+	}
+	return sources.ReasonOf(err)
 }
 
 // resolveSource picks the channels the add-on's packages come from: the current artifact

@@ -44,23 +44,39 @@ func (m Metadata) Check(operatorID, operatorVersion, kubernetesVersion string) e
 		}
 	}
 	if m.KubernetesVersions != "" {
-		constraint, err := semver.NewConstraint(m.KubernetesVersions)
+		ok, err := m.SupportsKubernetes(kubernetesVersion)
 		if err != nil {
-			return errorf(ReasonInvalidBundle, err, "the bundle's Kubernetes range %q is not a version range", m.KubernetesVersions)
+			return err
 		}
-		v, err := semver.NewVersion(kubernetesVersion)
-		if err != nil {
-			return errorf(ReasonKubernetesVersionUnsupported, err, "the bundle supports Kubernetes %s; the cluster's version %q cannot be read",
-				m.KubernetesVersions, kubernetesVersion)
-		}
-		core, err := semver.NewVersion(fmt.Sprintf("%d.%d.%d", v.Major(), v.Minor(), v.Patch()))
-		if err != nil {
-			return errorf(ReasonKubernetesVersionUnsupported, err, "reading Kubernetes version %q", kubernetesVersion)
-		}
-		if !constraint.Check(core) {
+		if !ok {
 			return errorf(ReasonKubernetesVersionUnsupported, nil, "the bundle supports Kubernetes %s, the cluster runs %s",
 				m.KubernetesVersions, kubernetesVersion)
 		}
 	}
 	return nil
+}
+
+// SupportsKubernetes reports whether the metadata's Kubernetes range admits
+// kubernetesVersion, a git version whose pre-release and build parts are ignored (see
+// Check). An empty range admits every version. A range or version that cannot be read is
+// an *Error: ReasonInvalidBundle for the range, ReasonKubernetesVersionUnsupported for
+// the version.
+func (m Metadata) SupportsKubernetes(kubernetesVersion string) (bool, error) {
+	if m.KubernetesVersions == "" {
+		return true, nil
+	}
+	constraint, err := semver.NewConstraint(m.KubernetesVersions)
+	if err != nil {
+		return false, errorf(ReasonInvalidBundle, err, "the Kubernetes range %q is not a version range", m.KubernetesVersions)
+	}
+	v, err := semver.NewVersion(kubernetesVersion)
+	if err != nil {
+		return false, errorf(ReasonKubernetesVersionUnsupported, err, "the range is Kubernetes %s; the cluster's version %q cannot be read",
+			m.KubernetesVersions, kubernetesVersion)
+	}
+	core, err := semver.NewVersion(fmt.Sprintf("%d.%d.%d", v.Major(), v.Minor(), v.Patch()))
+	if err != nil {
+		return false, errorf(ReasonKubernetesVersionUnsupported, err, "reading Kubernetes version %q", kubernetesVersion)
+	}
+	return constraint.Check(core), nil
 }
