@@ -25,6 +25,8 @@ func TestKstatusSeesWhatAGitOpsToolShould(t *testing.T) {
 		prepare func(a *addonsv1alpha1.CoreDNS) // before the outcome, with generation 1
 		bump    func(a *addonsv1alpha1.CoreDNS) // a spec change after it, if any
 		out     func(a *addonsv1alpha1.CoreDNS) outcome
+		held    *conditionNote   // why it stays on its version, if it does
+		upgrade *upgradeableNote // its Upgradeable condition, if any
 		want    status.Status
 	}{
 		{name: "creating", out: func(*addonsv1alpha1.CoreDNS) outcome {
@@ -54,6 +56,18 @@ func TestKstatusSeesWhatAGitOpsToolShould(t *testing.T) {
 		{name: "rolling back", out: func(*addonsv1alpha1.CoreDNS) outcome {
 			return progressing(addonsv1alpha1.ReasonUpgradeFailed, "rolling back").withDegraded(addonsv1alpha1.ReasonUpgradeFailed, "x")
 		}, want: status.InProgressStatus},
+		{name: "an upgrade awaiting approval", out: func(*addonsv1alpha1.CoreDNS) outcome { return ready("up") },
+			held: &conditionNote{reason: addonsv1alpha1.ReasonUpgradeAwaitingApproval, message: "1.14.6 waits"},
+			want: status.CurrentStatus},
+		{name: "a channel that moved down", out: func(*addonsv1alpha1.CoreDNS) outcome { return ready("up") },
+			held: &conditionNote{reason: addonsv1alpha1.ReasonDowngradeRefused, message: "stays on 1.12.1"},
+			want: status.CurrentStatus},
+		{name: "a pinned downgrade", out: func(*addonsv1alpha1.CoreDNS) outcome {
+			return stalled(addonsv1alpha1.ReasonDowngradeRefused, errors.New("1.11.3 is older"))
+		}, want: status.FailedStatus},
+		{name: "not upgradeable to the next minor", out: func(*addonsv1alpha1.CoreDNS) outcome { return ready("up") },
+			upgrade: &upgradeableNote{status: metav1.ConditionFalse, reason: addonsv1alpha1.ReasonNextKubernetesVersionUnsupported, message: "x"},
+			want:    status.CurrentStatus},
 		{name: "retrying an apply", out: func(*addonsv1alpha1.CoreDNS) outcome {
 			return failed(addonsv1alpha1.ReasonApplyFailed, errors.New("the API server said no"))
 		}, want: status.InProgressStatus},
@@ -70,7 +84,7 @@ func TestKstatusSeesWhatAGitOpsToolShould(t *testing.T) {
 				tc.bump(a)
 				a.Generation++
 			}
-			_ = (&Reconciler{}).summarize(&reconcileState{addon: a}, tc.out(a))
+			_ = (&Reconciler{}).summarize(&reconcileState{addon: a, versionHeld: tc.held, upgradeable: tc.upgrade}, tc.out(a))
 			syncReady(a)
 			got := kstatusOf(t, a)
 			if got != tc.want {

@@ -53,15 +53,15 @@ func TestChooseVersion(t *testing.T) {
 			upgrade: &addonsv1alpha1.UpgradeSpec{Approval: addonsv1alpha1.UpgradeApprovalManual, ApprovedVersion: "1.14.6"}, want: "1.14.6"},
 		{name: "manual approved an older candidate", candidates: channel("1.14.6", "1.13.0"), running: "1.12.1",
 			upgrade: &addonsv1alpha1.UpgradeSpec{Approval: addonsv1alpha1.UpgradeApprovalManual, ApprovedVersion: "1.13.0"},
-			want: "1.13.0", available: "1.14.6", held: addonsv1alpha1.ReasonUpgradeAwaitingApproval},
+			want:    "1.13.0", available: "1.14.6", held: addonsv1alpha1.ReasonUpgradeAwaitingApproval},
 		{name: "manual approval of a version the channel does not list waits", candidates: channel("1.14.6"), running: "1.12.1",
 			upgrade: &addonsv1alpha1.UpgradeSpec{Approval: addonsv1alpha1.UpgradeApprovalManual, ApprovedVersion: "1.13.0"},
-			want: "1.12.1", available: "1.14.6", held: addonsv1alpha1.ReasonUpgradeAwaitingApproval},
+			want:    "1.12.1", available: "1.14.6", held: addonsv1alpha1.ReasonUpgradeAwaitingApproval},
 		{name: "manual of a new add-on installs", candidates: channel("1.14.6"),
 			upgrade: &addonsv1alpha1.UpgradeSpec{Approval: addonsv1alpha1.UpgradeApprovalManual}, want: "1.14.6"},
 		{name: "manual within the minor", candidates: channel("1.14.6", "1.12.9"), running: "1.12.1",
 			upgrade: &addonsv1alpha1.UpgradeSpec{Approval: addonsv1alpha1.UpgradeApprovalManual, Policy: addonsv1alpha1.UpgradePolicySameMinor},
-			want: "1.12.1", available: "1.12.9", held: addonsv1alpha1.ReasonUpgradeAwaitingApproval},
+			want:    "1.12.1", available: "1.12.9", held: addonsv1alpha1.ReasonUpgradeAwaitingApproval},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := chooseVersion(tc.candidates, tc.running, tc.upgrade)
