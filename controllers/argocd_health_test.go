@@ -273,6 +273,40 @@ func TestArgoCDHealth(t *testing.T) {
 			message:     theReadyMessage,
 		},
 		{
+			name: "a pinned downgrade: Stalled",
+			object: func(t *testing.T, ns string) *unstructured.Unstructured {
+				cr := newCoreDNS(ns, newVersion)
+				createReadyCoreDNS(t, cr)
+				updateCoreDNS(t, cr, func(c *addonsv1alpha1.CoreDNS) { c.Spec.Version = oldVersion })
+				waitReason(t, cr, addonsv1alpha1.ReasonDowngradeRefused)
+				return coreDNSObject(t, cr)
+			},
+			health:      "Degraded",
+			statusReady: false,
+			kstatus:     status.FailedStatus,
+			message:     theReadyMessage,
+		},
+		{
+			// It serves on the version it runs; the newer one waits in status.availableVersion.
+			name: "an upgrade awaiting approval: Healthy",
+			object: func(t *testing.T, ns string) *unstructured.Unstructured {
+				cr := newCoreDNS(ns, oldVersion)
+				createReadyCoreDNS(t, cr)
+				updateCoreDNS(t, cr, func(c *addonsv1alpha1.CoreDNS) {
+					c.Spec.Version = ""
+					c.Spec.Upgrade = &addonsv1alpha1.UpgradeSpec{Approval: addonsv1alpha1.UpgradeApprovalManual}
+				})
+				waitReason(t, cr, addonsv1alpha1.ReasonUpgradeAwaitingApproval)
+				NewWithT(t).Expect(cr.Status.AvailableVersion).To(Equal(newVersion))
+				NewWithT(t).Expect(cr.Status.AppliedVersion).To(Equal(oldVersion))
+				return coreDNSObject(t, cr)
+			},
+			health:      "Healthy",
+			statusReady: true,
+			kstatus:     status.CurrentStatus,
+			message:     theReadyMessage,
+		},
+		{
 			name: "an upgrade that failed with rollback disabled: Degraded",
 			object: func(t *testing.T, ns string) *unstructured.Unstructured {
 				cr := newCoreDNS(ns, oldVersion)
