@@ -224,8 +224,8 @@ type KubernetesCheck struct {
 
 // CheckKubernetesVersion tells whether version of addon, whose package metadata is pkg,
 // supports the Kubernetes version kubernetes, and, when it does not, which version of the
-// catalog does: the newest one, as `kubectl kaddons check` and the Upgradeable condition
-// report it.
+// catalog does: the newest release (a semantic version without a pre-release part), as
+// `kubectl kaddons check` and the Upgradeable condition report it.
 func CheckKubernetesVersion(catalog *channels.Catalog, addon, version string, pkg sources.Metadata, kubernetes string) (KubernetesCheck, error) {
 	ok, err := pkg.SupportsKubernetes(kubernetes)
 	if err != nil {
@@ -237,6 +237,10 @@ func CheckKubernetesVersion(catalog *channels.Catalog, addon, version string, pk
 	}
 	versions := catalog.Versions(addon)
 	for i := len(versions) - 1; i >= 0; i-- {
+		if v, err := semver.NewVersion(versions[i]); err != nil || v.Prerelease() != "" {
+			// Only releases are suggested: not 1.12.1-rc.1, nor a test build.
+			continue
+		}
 		m, err := sources.ReadPackageMetadata(catalog.FS(), addon, versions[i])
 		if err != nil {
 			continue

@@ -1,11 +1,14 @@
 package engine
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/internal/channels"
+	"github.com/kaddons/kaddons/internal/sources"
 )
 
 func TestChooseVersion(t *testing.T) {
@@ -81,6 +84,53 @@ func TestChooseVersion(t *testing.T) {
 			if got.resolved.Version != tc.want || got.available != tc.available || held != tc.held {
 				t.Errorf("chooseVersion = %s (available %q, held %q), want %s (available %q, held %q)",
 					got.resolved.Version, got.available, held, tc.want, tc.available, tc.held)
+			}
+		})
+	}
+}
+
+func TestCheckKubernetesVersion(t *testing.T) {
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"packages/demo/1.0.0/metadata.yaml":      "annotations:\n  kaddons.dev.kubernetes.versions.v1: '<1.38.0'\n",
+		"packages/demo/1.1.0/metadata.yaml":      "annotations:\n  kaddons.dev.kubernetes.versions.v1: '>=1.30.0'\n",
+		"packages/demo/1.2.0/metadata.yaml":      "annotations:\n  kaddons.dev.kubernetes.versions.v1: '>=1.30.0'\n",
+		"packages/demo/1.3.0-rc.1/metadata.yaml": "annotations:\n  kaddons.dev.kubernetes.versions.v1: '>=1.30.0'\n",
+		"packages/demo/9.0.0/metadata.yaml":      "annotations:\n  kaddons.dev.kubernetes.versions.v1: '>=1.99.0'\n",
+	} {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	catalog := channels.NewCatalog(dir, "")
+	for _, tc := range []struct {
+		version, kubernetes string
+		want                KubernetesCheck
+	}{
+		{version: "1.0.0", kubernetes: "v1.37.2", want: KubernetesCheck{Supported: true, Range: "<1.38.0"}},
+		{version: "1.0.0", kubernetes: "v1.38.0", want: KubernetesCheck{Range: "<1.38.0", Suggested: "1.2.0",
+			Message: "demo 1.0.0 supports Kubernetes <1.38.0, not 1.38: demo 1.2.0 does; move to it (spec.version, or a channel that lists it) before the cluster upgrade"}},
+		{version: "1.1.0", kubernetes: "v1.29.0", want: KubernetesCheck{Range: ">=1.30.0", Suggested: "1.0.0",
+			Message: "demo 1.1.0 supports Kubernetes >=1.30.0, not 1.29: demo 1.0.0 does; move to it (spec.version, or a channel that lists it) before the cluster upgrade"}},
+		{version: "9.0.0", kubernetes: "v1.20.0", want: KubernetesCheck{Range: ">=1.99.0", Suggested: "1.0.0",
+			Message: "demo 9.0.0 supports Kubernetes >=1.99.0, not 1.20: demo 1.0.0 does; move to it (spec.version, or a channel that lists it) before the cluster upgrade"}},
+		{version: "1.2.0", kubernetes: "v2.0.0", want: KubernetesCheck{Range: ">=1.30.0", Supported: true}},
+	} {
+		t.Run(tc.version+" on "+tc.kubernetes, func(t *testing.T) {
+			pkg, err := sources.ReadPackageMetadata(catalog.FS(), "demo", tc.version)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := CheckKubernetesVersion(catalog, "demo", tc.version, pkg, tc.kubernetes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("CheckKubernetesVersion = %+v, want %+v", got, tc.want)
 			}
 		})
 	}
