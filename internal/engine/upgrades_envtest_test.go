@@ -218,3 +218,26 @@ func TestUpgradeable(t *testing.T) {
 	ok := waitCondition(t, cr, addonsv1alpha1.ConditionUpgradeable, metav1.ConditionTrue, addonsv1alpha1.ReasonKubernetesVersionSupported)
 	g.Expect(ok.Message).To(Equal("coredns 1.14.6 supports Kubernetes 1.38 (>=1.21.0)"))
 }
+
+// TestUpgradingOneInstanceLeavesAnother upgrades one of two CoreDNS of one version: the
+// other's objects are not written at all.
+func TestUpgradingOneInstanceLeavesAnother(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	upgraded, other := enginetest.NewCoreDNS(newNamespace(t), oldVersion), enginetest.NewCoreDNS(newNamespace(t), oldVersion)
+	createReadyCoreDNS(t, upgraded)
+	createReadyCoreDNS(t, other)
+	before := &appsv1.Deployment{}
+	g.Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: other.Namespace, Name: "coredns"}, before)).To(Succeed())
+
+	updateCoreDNS(t, upgraded, func(c *addonsv1alpha1.CoreDNS) { c.Spec.Version = newVersion })
+	waitApplied(t, upgraded, newVersion)
+	g.Expect(runningImage(g, upgraded.Namespace)).To(HaveSuffix(":v" + newVersion))
+
+	after := &appsv1.Deployment{}
+	g.Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: other.Namespace, Name: "coredns"}, after)).To(Succeed())
+	g.Expect(after.ResourceVersion).To(Equal(before.ResourceVersion), "the other instance's Deployment was written")
+	g.Expect(after.Spec.Template.Spec.Containers[0].Image).To(HaveSuffix(":v" + oldVersion))
+	getAddon(g, other)
+	g.Expect(other.Status.AppliedVersion).To(Equal(oldVersion))
+}
