@@ -56,6 +56,7 @@ func (r *Reconciler) write(ctx context.Context, st *reconcileState) error {
 	}
 	if up := st.addon.GetAddonSpec().Upgrade; up != nil {
 		req.RecreateOnImmutable = up.RecreateOnImmutable
+		req.AllowCRDVersionRemoval = up.AllowCRDVersionRemoval
 	}
 	var err error
 	st.applied, err = r.actingAs(st).manager.Apply(ctx, req)

@@ -80,6 +80,13 @@ type Request struct {
 	// WaveReady, when set, is asked before a wave is applied whether each wave it waits
 	// for is healthy; nil applies the waves in order without waiting.
 	WaveReady WaveReadyFunc
+	// AllowCRDVersionRemoval skips Apply's checks of CustomResourceDefinitions
+	// (spec.upgrade.allowCRDVersionRemoval): without it a definition that stops serving a
+	// version while objects of it exist, or drops a version of its status.storedVersions,
+	// is refused with a *StoredVersionError before anything is written. With it the
+	// definition is written; the API server itself still refuses one that drops a stored
+	// version.
+	AllowCRDVersionRemoval bool
 }
 
 // Written is what a write left of an object: its generation and resource version.
@@ -130,7 +137,7 @@ func (m *Manager) Apply(ctx context.Context, req Request) (Result, error) {
 			return res, err
 		}
 	}
-	if err := m.checkStoredVersions(ctx, stages[StageCRDs]); err != nil {
+	if err := m.checkCRDVersions(ctx, stages[StageCRDs], req.AllowCRDVersionRemoval); err != nil {
 		return res, err
 	}
 	own, err := m.handedOver(ctx, req)
