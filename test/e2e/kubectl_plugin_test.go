@@ -91,6 +91,15 @@ func TestKubectlPlugin(t *testing.T) {
 	g.Expect(code).To(Equal(0), stderr)
 	g.Expect(out).To(MatchRegexp(`(?m)^` + ns + `\s+CoreDNS\s+` + coreDNSName + `\s`))
 
+	// check: the add-on's package supports the next minor, and none supports a long-gone one.
+	code, out, stderr = plugin("", "check", "--kubernetes-version", "1.38", "-n", ns, "--channels", channelsDir)
+	g.Expect(code).To(Equal(0), "stdout:\n%s\nstderr:\n%s", out, stderr)
+	g.Expect(out).To(MatchRegexp(`(?m)^` + ns + `\s+CoreDNS\s+` + coreDNSName + `\s+` + cr.Status.AppliedVersion + `\s+>=1\.21\.0\s+OK\s*$`))
+	code, out, stderr = plugin("", "check", "--kubernetes-version", "1.20", "-n", ns, "--channels", channelsDir)
+	g.Expect(code).To(Equal(1), "stdout:\n%s\nstderr:\n%s", out, stderr)
+	g.Expect(out).To(MatchRegexp(`(?m)^` + ns + `\s+CoreDNS\s+` + coreDNSName + `\s+\S+\s+>=1\.21\.0\s+BLOCKS\s+no version of the add-on supports it yet$`))
+	g.Expect(stderr).To(ContainSubstring("1 add-on(s) would block an upgrade to Kubernetes 1.20"))
+
 	// The suite's manager runs on this machine, not as a Deployment in the cluster.
 	code, out, stderr = plugin("", "version")
 	g.Expect(code).To(Equal(0), stderr)

@@ -4,6 +4,8 @@ package e2e
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -136,4 +138,51 @@ func setPodsReady(t *testing.T, ns string, ready bool) {
 			g.Expect(k8sClient.Status().Update(ctx, pod)).To(Succeed())
 		}
 	}).WithTimeout(readyTimeout).WithPolling(poll).Should(Succeed())
+}
+
+// TestChannelMove moves a channel under a live CoreDNS that follows it, the way an
+// operator upgrade or a channels edit does: the manager notices the file change by
+// itself, the add-on moves up, and when the channel moves back down it stays where it is
+// and says why.
+func TestChannelMove(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t, "channel")
+	channel := "move-" + ns
+	writeChannel := func(version string) {
+		t.Helper()
+		path := filepath.Join(channelsDir, channel)
+		data := fmt.Sprintf("manifests:\n- name: coredns\n  version: %s\n", version)
+		g.Expect(os.WriteFile(path+".tmp", []byte(data), 0o600)).To(Succeed())
+		g.Expect(os.Rename(path+".tmp", path)).To(Succeed())
+	}
+	writeChannel(oldVersion)
+	t.Cleanup(func() { _ = os.Remove(filepath.Join(channelsDir, channel)) })
+	_, err := kubectlIn(fmt.Sprintf("apiVersion: addons.kaddons.dev/v1alpha1\nkind: CoreDNS\nmetadata:\n  name: %s\n  namespace: %s\n"+
+		"spec:\n  channel: %s\n  replicas: 1\n", coreDNSName, ns, channel), "apply", "-f", "-")
+	g.Expect(err).NotTo(HaveOccurred())
+	cr := expectReady(t, ns)
+	g.Expect(cr.Status.AppliedVersion).To(Equal(oldVersion))
+
+	// Up: applied and Ready on the new version, without any change to the add-on.
+	writeChannel(newVersion)
+	g.Eventually(func(g Gomega) {
+		cr = getCoreDNS(g, ns)
+		g.Expect(cr.Status.AppliedVersion).To(Equal(newVersion))
+		g.Expect(cr.Status.LastHealthyVersion).To(Equal(newVersion))
+		expectRolledOut(g, getDeployment(g, ns), 1)
+	}).WithTimeout(readyTimeout).WithPolling(poll).Should(Succeed())
+	g.Expect(getDeployment(g, ns).Spec.Template.Spec.Containers[0].Image).To(HaveSuffix(":v" + newVersion))
+
+	// Down: refused; it keeps serving the version it runs, Ready, and the reason says why.
+	writeChannel(oldVersion)
+	g.Eventually(func(g Gomega) {
+		cr = getCoreDNS(g, ns)
+		ready := meta.FindStatusCondition(cr.Status.Conditions, addonsv1alpha1.ConditionReady)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Reason).To(Equal(addonsv1alpha1.ReasonDowngradeRefused), ready.Message)
+		g.Expect(ready.Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(ready.Message).To(ContainSubstring("lists coredns " + oldVersion + ", older than the running " + newVersion))
+	}).WithTimeout(readyTimeout).WithPolling(poll).Should(Succeed())
+	g.Expect(cr.Status.AppliedVersion).To(Equal(newVersion))
+	g.Expect(getDeployment(g, ns).Spec.Template.Spec.Containers[0].Image).To(HaveSuffix(":v" + newVersion))
 }
