@@ -47,14 +47,14 @@ func chooseVersion(candidates []channels.Resolved, running string, up *addonsv1a
 	}
 	stay := channels.Resolved{Addon: target.Addon, Version: running, Channel: target.Channel}
 	if target.Channel == "" {
-		if channels.CompareVersions(target.Version, running) < 0 && !up.AllowDowngrade {
+		if downgrade(target.Version, running) && !up.AllowDowngrade {
 			return versionChoice{}, fmt.Errorf("spec.version %s is older than the running %s %s: kaddons does not downgrade "+
 				"unless spec.upgrade.allowDowngrade is true (a downgrade can lose data or configuration)",
 				target.Version, target.Addon, running)
 		}
 		return versionChoice{resolved: target}, nil
 	}
-	if channels.CompareVersions(target.Version, running) < 0 {
+	if downgrade(target.Version, running) {
 		if up.AllowDowngrade {
 			return versionChoice{resolved: target}, nil
 		}
@@ -97,6 +97,21 @@ func chooseVersion(candidates []channels.Resolved, running string, up *addonsv1a
 				"or set spec.upgrade.policy: %s", newest.Addon, newest.Version, newest.Channel, up.Policy, addonsv1alpha1.UpgradePolicyLatest)}
 	}
 	return choice, nil
+}
+
+// downgrade reports whether moving from running to target goes back a release: as
+// semantic versions, target's major.minor.patch is below running's. Builds of one release
+// (1.12.1, 1.12.1-kops.2, 1.12.1+fix) are package revisions, not downgrades, in either
+// direction: a pre-release part is how packagers number them, and semver would order
+// 1.12.1-kops.2 before 1.12.1. Versions that are not semantic compare as strings.
+func downgrade(target, running string) bool {
+	t, errT := semver.NewVersion(target)
+	r, errR := semver.NewVersion(running)
+	if errT != nil || errR != nil {
+		return channels.CompareVersions(target, running) < 0
+	}
+	core := func(v *semver.Version) *semver.Version { return semver.New(v.Major(), v.Minor(), v.Patch(), "", "") }
+	return core(t).LessThan(core(r))
 }
 
 // sameMinor reports whether a and b are semantic versions of one major and minor.
