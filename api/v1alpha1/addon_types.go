@@ -412,9 +412,11 @@ type UpgradeSpec struct {
 	IgnoreKubernetesVersion bool `json:"ignoreKubernetesVersion,omitempty"`
 
 	// allowCRDVersionRemoval applies a CustomResourceDefinition that stops serving a
-	// version while objects of it exist, or drops a version still listed in its
-	// status.storedVersions. Without it such an update is refused (Stalled,
-	// CRDVersionRemoved) and the live definition is left as it is.
+	// version while objects of it exist. Without it such an update is refused (Stalled,
+	// CRDVersionRemoved) and the live definition is left as it is. A definition that drops
+	// a version still listed in its status.storedVersions is refused either way (by
+	// kaddons without it, by the API server with it) until the stored objects are migrated
+	// and the version removed from status.storedVersions.
 	// +optional
 	AllowCRDVersionRemoval bool `json:"allowCRDVersionRemoval,omitempty"`
 }

@@ -120,9 +120,11 @@ const (
 	ReasonHookNotSupported = "HookNotSupported"
 	// ReasonCRDVersionRemoved means a CustomResourceDefinition of the package drops a
 	// version that the API server still stores custom resources at (its
-	// status.storedVersions): they could no longer be read. Nothing is applied until the
-	// package keeps the version, or the resources are migrated and the version removed
-	// from status.storedVersions.
+	// status.storedVersions), or stops serving a version while custom resources of it
+	// exist: they could no longer be read through it. Nothing is applied until the
+	// package keeps the version, spec.upgrade.allowCRDVersionRemoval is set (for a served
+	// version), or the resources are migrated and the version removed from
+	// status.storedVersions.
 	ReasonCRDVersionRemoved = "CRDVersionRemoved"
 	// ReasonApplyFailed means the API server rejected one or more objects.
 	ReasonApplyFailed = "ApplyFailed"
