@@ -125,7 +125,7 @@ func checkAddon(src *channels.Catalog, kind string, addon addonsv1alpha1.Addon, 
 	row := checkRow{namespace: addon.GetNamespace(), kind: kind, name: addon.GetName(), version: status.AppliedVersion, supports: "-"}
 	switch {
 	case status.AppliedVersion == "":
-		row.version, row.result = "<none>", checkNotApplied
+		row.version, row.result = noneCell, checkNotApplied
 		row.action = "nothing is applied yet"
 		return row
 	case addon.GetAddonSpec().SourceRef != "":

@@ -94,7 +94,7 @@ func getAddons(ctx context.Context, c client.Client, namespace string, streams g
 // rowOf reads the columns of one add-on: the applied version and its Ready condition.
 func rowOf(item unstructured.Unstructured, kind string, order int) addonRow {
 	row := addonRow{namespace: item.GetNamespace(), kind: kind, name: item.GetName(), order: order,
-		version: "<none>", ready: "Unknown"}
+		version: noneCell, ready: "Unknown"}
 	if v, _, _ := unstructured.NestedString(item.Object, "status", "appliedVersion"); v != "" {
 		row.version = v
 	}
@@ -130,7 +130,10 @@ func printRows(w io.Writer, rows []addonRow) error {
 
 func orNone(s string) string {
 	if s == "" {
-		return "<none>"
+		return noneCell
 	}
 	return s
 }
+
+// noneCell is what a table shows for a value that is not set.
+const noneCell = "<none>"

@@ -42,25 +42,30 @@ func chooseVersion(candidates []channels.Resolved, running string, up *addonsv1a
 		up = &addonsv1alpha1.UpgradeSpec{}
 	}
 	target := candidates[0]
-	if running == "" {
+	switch {
+	case running == "":
 		return versionChoice{resolved: target}, nil
+	case target.Channel != "":
+		return chooseChannelVersion(candidates, running, up), nil
+	case downgrade(target.Version, running) && !up.AllowDowngrade:
+		return versionChoice{}, fmt.Errorf("spec.version %s is older than the running %s %s: kaddons does not downgrade "+
+			"unless spec.upgrade.allowDowngrade is true (a downgrade can lose data or configuration)",
+			target.Version, target.Addon, running)
 	}
+	return versionChoice{resolved: target}, nil
+}
+
+// chooseChannelVersion is chooseVersion for an add-on that follows a channel.
+func chooseChannelVersion(candidates []channels.Resolved, running string, up *addonsv1alpha1.UpgradeSpec) versionChoice {
+	target := candidates[0]
 	stay := channels.Resolved{Addon: target.Addon, Version: running, Channel: target.Channel}
-	if target.Channel == "" {
-		if downgrade(target.Version, running) && !up.AllowDowngrade {
-			return versionChoice{}, fmt.Errorf("spec.version %s is older than the running %s %s: kaddons does not downgrade "+
-				"unless spec.upgrade.allowDowngrade is true (a downgrade can lose data or configuration)",
-				target.Version, target.Addon, running)
-		}
-		return versionChoice{resolved: target}, nil
-	}
 	if downgrade(target.Version, running) {
 		if up.AllowDowngrade {
-			return versionChoice{resolved: target}, nil
+			return versionChoice{resolved: target}
 		}
 		return versionChoice{resolved: stay, held: &conditionNote{reason: addonsv1alpha1.ReasonDowngradeRefused,
 			message: fmt.Sprintf("channel %s lists %s %s, older than the running %s: kaddons does not downgrade "+
-				"unless spec.upgrade.allowDowngrade is true", target.Channel, target.Addon, target.Version, running)}}, nil
+				"unless spec.upgrade.allowDowngrade is true", target.Channel, target.Addon, target.Version, running)}}
 	}
 	newest := target
 	if up.Policy == addonsv1alpha1.UpgradePolicySameMinor {
@@ -74,29 +79,34 @@ func chooseVersion(candidates []channels.Resolved, running string, up *addonsv1a
 	}
 	choice := versionChoice{resolved: target}
 	if up.Approval == addonsv1alpha1.UpgradeApprovalManual && channels.CompareVersions(target.Version, running) > 0 {
-		awaiting := &conditionNote{reason: addonsv1alpha1.ReasonUpgradeAwaitingApproval,
-			message: fmt.Sprintf("%s %s is available on channel %s and waits for approval: set spec.upgrade.approvedVersion: %s",
-				target.Addon, target.Version, target.Channel, target.Version)}
-		choice = versionChoice{resolved: stay, available: target.Version, held: awaiting}
-		// The approved version moves, when the channel lists it between running and target.
-		for _, c := range candidates {
-			if c.Version == up.ApprovedVersion && channels.CompareVersions(c.Version, running) > 0 &&
-				channels.CompareVersions(c.Version, target.Version) <= 0 {
-				choice = versionChoice{resolved: c}
-				if c.Version != target.Version {
-					choice.available, choice.held = target.Version, awaiting
-				}
-				break
-			}
-		}
+		choice = approved(candidates, running, target, stay, up.ApprovedVersion)
 	}
-	if choice.held == nil && newest.Version != choice.resolved.Version && channels.CompareVersions(newest.Version, choice.resolved.Version) > 0 {
+	if choice.held == nil && channels.CompareVersions(newest.Version, choice.resolved.Version) > 0 {
 		choice.available = newest.Version
 		choice.held = &conditionNote{reason: addonsv1alpha1.ReasonUpgradeOutsidePolicy,
 			message: fmt.Sprintf("%s %s is available on channel %s, outside spec.upgrade.policy %s: name it in spec.version, "+
 				"or set spec.upgrade.policy: %s", newest.Addon, newest.Version, newest.Channel, up.Policy, addonsv1alpha1.UpgradePolicyLatest)}
 	}
-	return choice, nil
+	return choice
+}
+
+// approved is the choice under approval: Manual between running and target, a newer
+// version the policy allows: the approved version when the channel lists it between the
+// two, else running, with target waiting for approval.
+func approved(candidates []channels.Resolved, running string, target, stay channels.Resolved, approvedVersion string) versionChoice {
+	awaiting := &conditionNote{reason: addonsv1alpha1.ReasonUpgradeAwaitingApproval,
+		message: fmt.Sprintf("%s %s is available on channel %s and waits for approval: set spec.upgrade.approvedVersion: %s",
+			target.Addon, target.Version, target.Channel, target.Version)}
+	for _, c := range candidates {
+		if c.Version == approvedVersion && channels.CompareVersions(c.Version, running) > 0 &&
+			channels.CompareVersions(c.Version, target.Version) <= 0 {
+			if c.Version == target.Version {
+				return versionChoice{resolved: c}
+			}
+			return versionChoice{resolved: c, available: target.Version, held: awaiting}
+		}
+	}
+	return versionChoice{resolved: stay, available: target.Version, held: awaiting}
 }
 
 // downgrade reports whether moving from running to target goes back a release: as

@@ -13,7 +13,7 @@ import (
 
 func TestChooseVersion(t *testing.T) {
 	channel := func(versions ...string) []channels.Resolved {
-		var out []channels.Resolved
+		out := make([]channels.Resolved, 0, len(versions))
 		for _, v := range versions {
 			out = append(out, channels.Resolved{Addon: "coredns", Version: v, Channel: "stable"})
 		}
