@@ -195,10 +195,13 @@ func (r *Reconciler) mapChild(gvk schema.GroupVersionKind) handler.MapFunc {
 
 // mapDependents returns a map function for events of add-ons of kind: it finds the
 // add-ons of this controller's kind that depend on the changed one, so they are
-// re-evaluated when it appears or becomes Ready.
+// re-evaluated when it appears or becomes Ready, and those whose deletion waits for it
+// (deletionWaits), so they go on once it is gone or no longer names them.
 func (r *Reconciler) mapDependents(kind string) handler.MapFunc {
 	return func(ctx context.Context, o client.Object) []reconcile.Request {
-		return r.dependentsOf(ctx, kind, o)
+		requests := r.dependentsOf(ctx, kind, o)
+		key := addonKey{kind: kind, namespace: o.GetNamespace(), name: o.GetName()}.String()
+		return append(requests, r.targets.deletions().waiting(key)...)
 	}
 }
 
@@ -226,19 +229,31 @@ func (r *Reconciler) usersOf(ctx context.Context, name string) []reconcile.Reque
 // listAddons lists the add-ons of this controller's kind from the cache (nil on error:
 // it serves event mapping, which cannot report one).
 func (r *Reconciler) listAddons(ctx context.Context, opts ...client.ListOption) []addonsv1alpha1.Addon {
-	obj, err := r.scheme.New(r.gvk.GroupVersion().WithKind(r.gvk.Kind + "List"))
+	addons, err := r.listAddonsOf(ctx, r.gvk, opts...)
 	if err != nil {
 		return nil
 	}
+	return addons
+}
+
+// listAddonsOf lists the add-ons of kind gvk from the cache. Read only: the items are the
+// cache's own, not copies.
+func (r *Reconciler) listAddonsOf(ctx context.Context, gvk schema.GroupVersionKind, opts ...client.ListOption) ([]addonsv1alpha1.Addon, error) {
+	obj, err := r.scheme.New(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if err != nil {
+		return nil, err
+	}
 	list, ok := obj.(client.ObjectList)
-	// Read only: the items are the cache's own, not copies.
+	if !ok {
+		return nil, fmt.Errorf("%sList is not a list", gvk.Kind)
+	}
 	opts = append(opts, client.UnsafeDisableDeepCopy)
-	if !ok || r.client.List(ctx, list, opts...) != nil {
-		return nil
+	if err := r.client.List(ctx, list, opts...); err != nil {
+		return nil, err
 	}
 	items, err := meta.ExtractList(list)
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	addons := make([]addonsv1alpha1.Addon, 0, len(items))
 	for _, item := range items {
@@ -246,7 +261,7 @@ func (r *Reconciler) listAddons(ctx context.Context, opts ...client.ListOption) 
 			addons = append(addons, a)
 		}
 	}
-	return addons
+	return addons, nil
 }
 
 // DependencyField is the field index on every add-on kind that maps another add-on
@@ -296,8 +311,21 @@ func (r *Reconciler) dependentsOf(ctx context.Context, kind string, o client.Obj
 // that names it, under the same lock as the store, so a list that could find a dependent
 // never finds the key missing here. Keys are never dropped: a key no add-on names any
 // more costs the list it cost before.
+//
+// It also holds the add-ons of the kind whose deletion waits for their dependents
+// (deletionWaits): it exists exactly when the watches that wake them are registered.
 type dependencyTargets struct {
-	keys sync.Map
+	keys  sync.Map
+	waits deletionWaits
+}
+
+// deletions returns the deletions that wait for dependents; nil (which records nothing)
+// when t is.
+func (t *dependencyTargets) deletions() *deletionWaits {
+	if t == nil {
+		return nil
+	}
+	return &t.waits
 }
 
 // note records keys and returns them, for the index function.
@@ -317,6 +345,67 @@ func (t *dependencyTargets) mayHave(key string) bool {
 	}
 	_, ok := t.keys.Load(key)
 	return ok
+}
+
+// deletionWaits records the add-ons of one kind whose deletion waits for their dependents
+// (awaitDependents), with the dependents each waits for, so that an event of one of them,
+// its deletion above all, wakes the add-on at once. The DependencyField index finds an
+// add-on's dependents, not the add-ons it depends on; and what a dependent of another kind
+// follows only its own kind's Definition.Follows knows, so the waiting add-on keeps the
+// keys it found. The record lives in memory: a manager that starts reconciles every
+// add-on, and the waiting ones record themselves again.
+type deletionWaits struct {
+	mu sync.Mutex
+	// waits maps a waiting add-on to the keys ("Kind namespace/name") of its dependents;
+	// a nil set means any add-on.
+	waits map[types.NamespacedName]map[string]bool
+}
+
+// expect records that owner's deletion waits for the add-ons keys; nil keys means any
+// add-on, until owner knows which.
+func (w *deletionWaits) expect(owner types.NamespacedName, keys []string) {
+	if w == nil {
+		return
+	}
+	var set map[string]bool
+	if keys != nil {
+		set = make(map[string]bool, len(keys))
+		for _, k := range keys {
+			set[k] = true
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.waits == nil {
+		w.waits = map[types.NamespacedName]map[string]bool{}
+	}
+	w.waits[owner] = set
+}
+
+// done forgets owner: its deletion no longer waits.
+func (w *deletionWaits) done(owner types.NamespacedName) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.waits, owner)
+}
+
+// waiting returns the add-ons whose deletion waits for the add-on key.
+func (w *deletionWaits) waiting(key string) []reconcile.Request {
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var requests []reconcile.Request
+	for owner, keys := range w.waits {
+		if keys == nil || keys[key] {
+			requests = append(requests, reconcile.Request{NamespacedName: owner})
+		}
+	}
+	return requests
 }
 
 // inventoried reports whether ref is one of addon's children: in its inventory, or in the
