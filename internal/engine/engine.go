@@ -124,7 +124,8 @@ type Options struct {
 	// every add-on.
 	ReconcileAllOn []client.Object
 	// AddonKinds lists an empty object of every add-on kind, so that an add-on is
-	// reconciled again when one it depends on changes.
+	// reconciled again when one it depends on changes, and so that a deletion waits for
+	// the add-ons of every kind that depend on it.
 	AddonKinds []client.Object
 	// Sources holds the artifacts of the AddonSources that add-ons name in
 	// spec.sourceRef. Nil means no AddonSource is served: such add-ons wait with
