@@ -26,6 +26,12 @@ type Addon interface {
 const (
 	// AnnotationPaused set to "true" on an add-on stops all applying and pruning for it.
 	AnnotationPaused = "addons.kaddons.dev/paused"
+	// AnnotationRequestedAt on an add-on asks for a full reconcile now, as Flux's
+	// reconcile.fluxcd.io/requestedAt does: when its value (any string, by convention a
+	// time) differs from status.lastHandledReconcileAt, every rendered object is applied,
+	// drifted or not, and the value is copied to status.lastHandledReconcileAt.
+	// `kubectl kaddons reconcile` sets it and waits for the copy.
+	AnnotationRequestedAt = "addons.kaddons.dev/requested-at"
 	// AnnotationMode on a child changes how kaddons manages it: ensure-exists creates it
 	// when missing but never overwrites it; ignore leaves it alone entirely.
 	AnnotationMode = "addons.kaddons.dev/mode"
@@ -86,6 +92,12 @@ type AddonStatus struct {
 	// its digest. Unset for the packages built into the operator.
 	// +optional
 	Source *AppliedSource `json:"source,omitempty"`
+
+	// lastHandledReconcileAt is the value of the addons.kaddons.dev/requested-at
+	// annotation that the last reconcile handled.
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
 
 	// availableVersion is a newer version the add-on's channel offers that it does not
 	// move to by itself: one that waits for approval (spec.upgrade.approval: Manual) or

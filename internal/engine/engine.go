@@ -416,6 +416,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	}
 	out = st.withIgnored(out)
 	err := r.summarize(st, out)
+	if requested, ok := obj.GetAnnotations()[addonsv1alpha1.AnnotationRequestedAt]; ok {
+		// Handled, whatever the outcome: the conditions say how it went.
+		obj.GetAddonStatus().LastHandledReconcileAt = requested
+	}
 	if perr := r.patchStatus(ctx, original, obj); perr != nil {
 		err = errors.Join(err, perr)
 	}

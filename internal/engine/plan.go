@@ -37,8 +37,10 @@ func (r *Reconciler) plan(ctx context.Context, st *reconcileState) outcome {
 	st.plan = planResult{excluded: excluded}
 	status := st.addon.GetAddonStatus()
 	objects := st.rendered.objects.Items
-	if status.AppliedVersion != st.resolved.Version || !sameSet(status.Inventory.Objects(), objects) || len(st.pending) > 0 {
-		// Pending objects (an interrupted apply's) are confirmed or pruned by an apply.
+	if status.AppliedVersion != st.resolved.Version || !sameSet(status.Inventory.Objects(), objects) || len(st.pending) > 0 ||
+		reconcileRequested(st.addon) {
+		// Pending objects (an interrupted apply's) are confirmed or pruned by an apply; a
+		// requested reconcile applies everything, whatever the cache shows.
 		return proceed()
 	}
 	drifted := map[addonsv1alpha1.ObjectReference]bool{}
@@ -179,4 +181,11 @@ func number(v any) (float64, bool) {
 		return n, true
 	}
 	return 0, false
+}
+
+// reconcileRequested reports whether the add-on's addons.kaddons.dev/requested-at
+// annotation asks for a reconcile that has not been handled yet.
+func reconcileRequested(addon addonsv1alpha1.Addon) bool {
+	requested, ok := addon.GetAnnotations()[addonsv1alpha1.AnnotationRequestedAt]
+	return ok && requested != addon.GetAddonStatus().LastHandledReconcileAt
 }

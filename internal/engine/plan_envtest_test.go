@@ -190,3 +190,36 @@ func TestCreatingAnAddonCostsNineRequests(t *testing.T) {
 	g.Expect(applied).To(HaveLen(7), "applies: %v", applied)
 	g.Expect(applied).To(HaveEach(HaveSuffix(" PartialObjectMetadata")), "applies: %v", applied)
 }
+
+// TestARequestedReconcileAppliesEverything sets the requested-at annotation on a settled
+// add-on: every object is applied again, though nothing drifted, and the status says
+// which request was handled.
+func TestARequestedReconcileAppliesEverything(t *testing.T) {
+	ctx := context.Background()
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	cr := enginetest.NewCoreDNS(ns, newVersion)
+	createReadyCoreDNS(t, cr)
+	waitQuiet(t, ns)
+	markApplied := requests.ApplyCount()
+
+	getAddon(g, cr)
+	patch := client.MergeFrom(cr.DeepCopy())
+	metav1.SetMetaDataAnnotation(&cr.ObjectMeta, addonsv1alpha1.AnnotationRequestedAt, "2026-12-07T18:40:00Z")
+	g.Expect(k8sClient.Patch(ctx, cr, patch)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		getAddon(g, cr)
+		g.Expect(cr.Status.LastHandledReconcileAt).To(Equal("2026-12-07T18:40:00Z"))
+	}).WithTimeout(eventuallyTimeout).Should(Succeed())
+	g.Expect(requests.AppliedSince(markApplied, ns)).To(HaveLen(cr.Status.Inventory.Len()), "every object is applied again")
+	g.Expect(meta.IsStatusConditionTrue(cr.Status.Conditions, addonsv1alpha1.ConditionReady)).To(BeTrue())
+
+	// Handled: the next reconcile with the same value applies nothing.
+	waitQuiet(t, ns)
+	markApplied = requests.ApplyCount()
+	r, err := engine.New(testMgr, testDefinition(), engineOptions())
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(cr)})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(requests.AppliedSince(markApplied, ns)).To(BeEmpty())
+}
