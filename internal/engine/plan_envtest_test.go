@@ -26,6 +26,14 @@ import (
 // counted at the manager's transport (enginetest.RequestCounter), and what enters the
 // cache.
 
+// annotate sets one annotation of the live add-on cr by merge patch.
+func annotate(g Gomega, cr *addonsv1alpha1.CoreDNS, key, value string) {
+	getAddon(g, cr)
+	patch := client.MergeFrom(cr.DeepCopy())
+	metav1.SetMetaDataAnnotation(&cr.ObjectMeta, key, value)
+	g.Expect(k8sClient.Patch(context.Background(), cr, patch)).To(Succeed())
+}
+
 // reconciled waits until the CoreDNS reconciles counter moved past before.
 func reconciled(t *testing.T, before float64) {
 	t.Helper()
@@ -46,10 +54,7 @@ func TestSteadyStateMakesNoRequests(t *testing.T) {
 	// Touching an annotation triggers a reconcile through the watch whose inputs are
 	// unchanged...
 	count := metricValue(t, "kaddons_reconciles_total", map[string]string{"kind": "CoreDNS", "result": "success"})
-	getAddon(g, cr)
-	patch := client.MergeFrom(cr.DeepCopy())
-	metav1.SetMetaDataAnnotation(&cr.ObjectMeta, "example.com/touched", cr.ResourceVersion)
-	g.Expect(k8sClient.Patch(ctx, cr, patch)).To(Succeed())
+	annotate(g, cr, "example.com/touched", cr.ResourceVersion)
 	reconciled(t, count)
 	// ...and so does a reconcile run here, on the manager's clients, which certainly ran.
 	r, err := engine.New(testMgr, testDefinition(), engineOptions())
@@ -203,10 +208,7 @@ func TestARequestedReconcileAppliesEverything(t *testing.T) {
 	waitQuiet(t, ns)
 	markApplied := requests.ApplyCount()
 
-	getAddon(g, cr)
-	patch := client.MergeFrom(cr.DeepCopy())
-	metav1.SetMetaDataAnnotation(&cr.ObjectMeta, addonsv1alpha1.AnnotationRequestedAt, "2026-12-07T18:40:00Z")
-	g.Expect(k8sClient.Patch(ctx, cr, patch)).To(Succeed())
+	annotate(g, cr, addonsv1alpha1.AnnotationRequestedAt, "2026-12-07T18:40:00Z")
 	g.Eventually(func(g Gomega) {
 		getAddon(g, cr)
 		g.Expect(cr.Status.LastHandledReconcileAt).To(Equal("2026-12-07T18:40:00Z"))
