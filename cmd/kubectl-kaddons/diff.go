@@ -16,9 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/yaml"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
@@ -67,20 +65,13 @@ func newDiffCommand(kube *genericclioptions.ConfigFlags, streams genericiooption
 }
 
 // newClusterClient returns a client for the cluster the kubeconfig flags select.
-func newClusterClient(kube *genericclioptions.ConfigFlags) (client.Client, error) {
+func newClusterClient(kube *genericclioptions.ConfigFlags) (client.WithWatch, error) {
 	cfg, err := kube.ToRESTConfig()
 	if err != nil {
 		return nil, err
 	}
-	httpClient, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return nil, err
-	}
-	mapper, err := apiutil.NewDynamicRESTMapper(cfg, httpClient)
-	if err != nil {
-		return nil, err
-	}
-	return client.New(cfg, client.Options{Scheme: scheme, Mapper: mapper, HTTPClient: httpClient})
+	c, _, err := newWatchClient(cfg)
+	return c, err
 }
 
 func runDiff(ctx context.Context, kube *genericclioptions.ConfigFlags, f renderFlags, streams genericiooptions.IOStreams) (bool, error) {

@@ -81,3 +81,25 @@ func printableValues(v any) any {
 		return v
 	}
 }
+
+// printableJSON returns data, JSON as encoding/json writes it (every string valid UTF-8,
+// C0 characters already \u escaped), with every other character printable would escape
+// (DEL, C1, bidirectional formatting) written as a \u escape. Such characters occur only
+// inside strings, where the escape reads back as the same character: the JSON stays
+// exact, and the terminal never sees them.
+func printableJSON(data []byte) []byte {
+	s := string(data)
+	escape := func(r rune) bool { return unicode.IsControl(r) && r >= 0x7f || unicode.Is(unicode.Bidi_Control, r) }
+	if !strings.ContainsFunc(s, escape) {
+		return data
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if escape(r) {
+			fmt.Fprintf(&b, `\u%04x`, r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return []byte(b.String())
+}

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -50,6 +52,33 @@ func expectPrintable(t *testing.T, out, keep string) {
 	}
 }
 
+func TestPrintableJSON(t *testing.T) {
+	for _, tc := range []struct {
+		name, in, want string
+	}{
+		{name: "plain JSON is kept", in: `{"a":"b \u001b c"}`, want: `{"a":"b \u001b c"}`},
+		{name: "DEL", in: "{\"a\":\"x\x7fy\"}", want: `{"a":"x\u007fy"}`},
+		{name: "8-bit CSI", in: "{\"a\":\"" + csi8bit + "\"}", want: `{"a":"\u009b31m"}`},
+		{name: "bidi override", in: "{\"a\":\"" + rtlOverride + "\"}", want: `{"a":"\u202egnp.exe"}`},
+		{name: "non-ASCII letters are kept", in: `{"a":"日本"}`, want: `{"a":"日本"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := string(printableJSON([]byte(tc.in)))
+			if got != tc.want {
+				t.Errorf("printableJSON(%q) = %q, want %q", tc.in, got, tc.want)
+			}
+			var before, after any
+			if err := json.Unmarshal([]byte(tc.in), &before); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal([]byte(got), &after); err != nil || !reflect.DeepEqual(before, after) {
+				t.Errorf("printableJSON(%q) reads back as %v (%v), want %v", tc.in, after, err, before)
+			}
+			expectPrintable(t, got, "")
+		})
+	}
+}
+
 func TestPrintable(t *testing.T) {
 	for _, tc := range []struct {
 		name, in, keep, want string
@@ -92,7 +121,7 @@ func TestGetPrintsNoControlCharacters(t *testing.T) {
 			other := &addonsv1alpha1.CoreDNS{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "plain"}}
 			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(cr, other).WithStatusSubresource(cr).Build()
 			var out, errOut bytes.Buffer
-			g.Expect(getAddons(context.Background(), c, "ns", genericiooptions.IOStreams{Out: &out, ErrOut: &errOut})).To(Succeed())
+			g.Expect(getAddons(context.Background(), c, "ns", getOptions{}, genericiooptions.IOStreams{Out: &out, ErrOut: &errOut})).To(Succeed())
 
 			expectPrintable(t, out.String(), "\n")
 			lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
@@ -130,6 +159,23 @@ func TestPluginOutputHoldsNoControlCharacters(t *testing.T) {
 		expectPrintable(t, out, "\n")
 		expectPrintable(t, stderr, keepLines)
 		g.Expect(out).To(ContainSubstring(`cordns\x1b[2J\x1b[H\x1b]52;c;Y3VybCBldmlsLnNoIHwgc2g=\x07 Ready all good\x9b31m\u202egnp.exe,`))
+
+		// -o json escapes them as JSON does, and reads back to the message as written.
+		code, out, stderr = runPlugin(t, "", "get", "-n", ns, "-o", "json", "--kubeconfig", testKubeconfig)
+		g.Expect(code).To(Equal(0), stderr)
+		expectPrintable(t, out, "\n")
+		var list struct {
+			Items []addonsv1alpha1.CoreDNS `json:"items"`
+		}
+		g.Expect(json.Unmarshal([]byte(out), &list)).To(Succeed())
+		g.Expect(list.Items).To(HaveLen(1))
+		g.Expect(list.Items[0].Status.Conditions[0].Message).To(Equal(cr.Status.Conditions[0].Message))
+
+		// -o yaml shows them escaped, as diff does.
+		code, out, stderr = runPlugin(t, "", "get", "-n", ns, "-o", "yaml", "--kubeconfig", testKubeconfig)
+		g.Expect(code).To(Equal(0), stderr)
+		expectPrintable(t, out, "\n")
+		g.Expect(out).To(ContainSubstring(`\x1b[2J`))
 	})
 
 	t.Run("version", func(t *testing.T) {
