@@ -1,13 +1,18 @@
 // Command kubectl-kaddons is the kubectl plugin of kaddons (`kubectl kaddons ...`): it
 // renders add-ons exactly as the operator would apply them, diffs them against a
-// cluster by server-side dry-run, lists the add-ons and their readiness, prints the
-// client's and the operator's versions, and builds, pushes and verifies channel bundles. Its kubeconfig flags are kubectl's own.
+// cluster by server-side dry-run, lists the add-ons and their readiness, shows an
+// add-on's objects and events, asks for a reconcile, suspends and resumes add-ons,
+// prints the client's and the operator's versions, and builds, pushes and verifies
+// channel bundles. Its kubeconfig flags are kubectl's own.
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -33,15 +38,24 @@ func (e *exitError) Unwrap() error { return e.err }
 func withCode(code int, err error) error { return &exitError{code: code, err: err} }
 
 func main() {
-	os.Exit(run(os.Args[1:], genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}))
+	// An interrupt ends a watch or a wait through the context.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := runContext(ctx, os.Args[1:], genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
+	stop()
+	os.Exit(code)
 }
 
 // run executes the plugin with args and returns its exit code: 0 on success, the code of
 // an exitError, 1 for any other error.
 func run(args []string, streams genericiooptions.IOStreams) int {
+	return runContext(context.Background(), args, streams)
+}
+
+// runContext is run, ended early when ctx is.
+func runContext(ctx context.Context, args []string, streams genericiooptions.IOStreams) int {
 	cmd := newRootCommand(streams)
 	cmd.SetArgs(args)
-	err := cmd.Execute()
+	err := cmd.ExecuteContext(ctx)
 	if err == nil {
 		return 0
 	}
@@ -64,7 +78,8 @@ func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		Use:   "kubectl-kaddons",
 		Short: "Render, diff and inspect kaddons add-ons",
 		Long: "kubectl kaddons renders add-on resources (CoreDNS, MetricsServer, ...) exactly as the kaddons operator\n" +
-			"would apply them, diffs them against a cluster, and lists the add-ons in it.",
+			"would apply them, diffs them against a cluster, lists the add-ons in it with their objects and events, and\n" +
+			"asks for, suspends and resumes their reconciliation.",
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl kaddons"},
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -77,6 +92,11 @@ func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		newRenderCommand(kube, streams),
 		newDiffCommand(kube, streams),
 		newGetCommand(kube, streams),
+		newTreeCommand(kube, streams),
+		newEventsCommand(kube, streams),
+		newReconcileCommand(kube, streams),
+		newSuspendCommand(kube, streams),
+		newResumeCommand(kube, streams),
 		newCheckCommand(kube, streams),
 		newVersionCommand(kube, streams),
 		newBundleCommand(streams),
