@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
+	"os"
 	"slices"
 	"strings"
 
@@ -39,18 +39,35 @@ type clusterReaders struct {
 }
 
 func newDiffCommand(kube *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
-	var f renderFlags
+	var (
+		f     renderFlags
+		color string
+	)
 	cmd := &cobra.Command{
 		Use:   "diff -f FILE",
 		Short: "Diff the objects the operator would apply with the cluster, by server-side dry-run",
 		Long: "diff renders the add-on resources as render does, server-side applies every object with dry-run\n" +
-			"(field manager kaddons, forced) and prints a unified diff between the live object and the result.\n" +
+			"(field manager kaddons, forced) and prints a unified diff between the live object and the result,\n" +
+			"coloured on a terminal (--color). With KUBECTL_EXTERNAL_DIFF set, it writes the live and the merged\n" +
+			"objects into two directories and runs that program on them instead, as kubectl diff does.\n" +
 			"Exit status: 0 no differences, 1 differences, >1 an error.",
 		Example: `  kubectl kaddons diff -f coredns.yaml
-  kubectl kaddons diff -f clusters/prod/addons/ --context prod`,
+  kubectl kaddons diff -f clusters/prod/addons/ --context prod
+  KUBECTL_EXTERNAL_DIFF="colordiff -N -u" kubectl kaddons diff -f coredns.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			differs, err := runDiff(cmd.Context(), kube, f, streams)
+			colored, err := useColor(color, streams.Out)
+			if err != nil {
+				return withCode(diffFailedRun, err)
+			}
+			diffs, err := runDiff(cmd.Context(), kube, f, streams)
+			if err != nil {
+				return withCode(diffFailedRun, err)
+			}
+			if program := os.Getenv("KUBECTL_EXTERNAL_DIFF"); program != "" {
+				return externalDiff(cmd.Context(), program, diffs, streams)
+			}
+			differs, err := writeDiffs(streams.Out, diffs, colored)
 			switch {
 			case err != nil:
 				return withCode(diffFailedRun, err)
@@ -61,6 +78,8 @@ func newDiffCommand(kube *genericclioptions.ConfigFlags, streams genericiooption
 		},
 	}
 	f.bind(cmd)
+	cmd.Flags().StringVar(&color, "color", colorAuto, "Colour the diff: auto (when stdout is a terminal and NO_COLOR is not set), always or never.")
+	_ = cmd.RegisterFlagCompletionFunc("color", cobra.FixedCompletions([]string{colorAuto, colorAlways, colorNever}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
@@ -74,20 +93,20 @@ func newClusterClient(kube *genericclioptions.ConfigFlags) (client.WithWatch, er
 	return c, err
 }
 
-func runDiff(ctx context.Context, kube *genericclioptions.ConfigFlags, f renderFlags, streams genericiooptions.IOStreams) (bool, error) {
+func runDiff(ctx context.Context, kube *genericclioptions.ConfigFlags, f renderFlags, streams genericiooptions.IOStreams) ([]objectDiff, error) {
 	inputs, err := readInputs(f.files, streams.In, namespaceOf(kube))
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	src, err := f.source()
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	c, err := newClusterClient(kube)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	return diffAddons(ctx, c, inputs, src, f.settings(), streams.Out)
+	return diffAddons(ctx, c, inputs, src, f.settings())
 }
 
 // liveAddon reads the add-on in from the cluster; nil when it does not exist yet.
@@ -104,16 +123,15 @@ func liveAddon(ctx context.Context, c client.Reader, in inputAddon) (addonsv1alp
 }
 
 // diffAddons renders inputs with the cluster's state (what the operator's render reads:
-// the add-ons' status, adopted files, followed add-ons), dry-runs every object and writes
-// the diffs to w, their headers and the live objects' content made printable. It reports
-// whether anything differs.
-func diffAddons(ctx context.Context, c client.Client, inputs []inputAddon, src *channels.Catalog, settings engine.Settings,
-	w io.Writer) (bool, error) {
+// the add-ons' status, adopted files, followed add-ons), dry-runs every object and
+// returns each object on both sides, the live objects' content made printable: those the
+// operator would apply, then those it would prune.
+func diffAddons(ctx context.Context, c client.Client, inputs []inputAddon, src *channels.Catalog, settings engine.Settings) ([]objectDiff, error) {
 	lives := map[string]addonsv1alpha1.Addon{}
 	for _, in := range inputs {
 		live, err := liveAddon(ctx, c, in)
 		if err != nil {
-			return false, err
+			return nil, err
 		}
 		if live != nil {
 			// The status carries what a reconcile reads beyond the spec: the adopted
@@ -127,21 +145,18 @@ func diffAddons(ctx context.Context, c client.Client, inputs []inputAddon, src *
 	}
 	rendered, err := renderAll(ctx, inputs, src, settings, &clusterReaders{cache: managedReader{Reader: c}, api: c})
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	differs := false
+	var diffs []objectDiff
 	for _, ra := range rendered {
 		live := lives[ra.String()]
 		for _, u := range ra.objects {
 			d, err := diffObject(ctx, c, ra, live, u)
 			if err != nil {
-				return false, fmt.Errorf("%s: %w", ra, err)
+				return nil, fmt.Errorf("%s: %w", ra, err)
 			}
-			if d != "" {
-				differs = true
-				if _, err := io.WriteString(w, printable(d, keepLines)); err != nil {
-					return false, err
-				}
+			if d != nil {
+				diffs = append(diffs, *d)
 			}
 		}
 		if live == nil {
@@ -149,24 +164,19 @@ func diffAddons(ctx context.Context, c client.Client, inputs []inputAddon, src *
 		}
 		pruned, err := diffPruned(ctx, c, ra, live)
 		if err != nil {
-			return false, fmt.Errorf("%s: %w", ra, err)
+			return nil, fmt.Errorf("%s: %w", ra, err)
 		}
-		if pruned != "" {
-			differs = true
-			if _, err := io.WriteString(w, printable(pruned, keepLines)); err != nil {
-				return false, err
-			}
-		}
+		diffs = append(diffs, pruned...)
 	}
-	return differs, nil
+	return diffs, nil
 }
 
 // diffObject dry-runs the apply of u as the operator would apply it (with the add-on as
-// owner, leaving out the fields it sets only on creation) and returns the diff between
-// the live object and the result; "" when they are the same or the operator would
-// leave the object alone (its addons.kaddons.dev/mode annotation).
+// owner, leaving out the fields it sets only on creation) and returns the live object
+// and the result; nil when the operator would leave the object alone (its
+// addons.kaddons.dev/mode annotation).
 func diffObject(ctx context.Context, c client.Client, ra renderedAddon, liveOwner addonsv1alpha1.Addon,
-	u *unstructured.Unstructured) (string, error) {
+	u *unstructured.Unstructured) (*objectDiff, error) {
 	desired := u.DeepCopy()
 	live := &unstructured.Unstructured{}
 	live.SetGroupVersionKind(desired.GroupVersionKind())
@@ -176,15 +186,15 @@ func diffObject(ctx context.Context, c client.Client, ra renderedAddon, liveOwne
 	case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
 		live = nil
 	case err != nil:
-		return "", fmt.Errorf("reading %s: %w", describe(desired), err)
+		return nil, fmt.Errorf("reading %s: %w", describe(desired), err)
 	}
 	if exists {
 		switch live.GetAnnotations()[addonsv1alpha1.AnnotationMode] {
 		case addonsv1alpha1.ModeIgnore, addonsv1alpha1.ModeEnsureExists:
-			return "", nil
+			return nil, nil
 		}
 		if err := removeExcluded(ra, desired); err != nil {
-			return "", err
+			return nil, err
 		}
 		keepSeal(desired, live)
 	}
@@ -201,20 +211,20 @@ func diffObject(ctx context.Context, c client.Client, ra renderedAddon, liveOwne
 		// dry-run it yet: it shows as rendered.
 		merged = desired
 	default:
-		return "", fmt.Errorf("dry-run applying %s: %w", describe(desired), err)
+		return nil, fmt.Errorf("dry-run applying %s: %w", describe(desired), err)
 	}
-	return unifiedDiff(desired, live, merged)
+	return newObjectDiff(desired, live, merged)
 }
 
-// diffPruned returns the diffs of the objects the operator would prune: those in the
-// live add-on's inventory (and pending write-ahead record) that it no longer renders and
-// that still carry its labels.
-func diffPruned(ctx context.Context, c client.Client, ra renderedAddon, live addonsv1alpha1.Addon) (string, error) {
+// diffPruned returns the objects the operator would prune, on the live side only: those
+// in the live add-on's inventory (and pending write-ahead record) that it no longer
+// renders and that still carry its labels.
+func diffPruned(ctx context.Context, c client.Client, ra renderedAddon, live addonsv1alpha1.Addon) ([]objectDiff, error) {
 	rendered := map[string]bool{}
 	for _, u := range ra.objects {
 		rendered[describe(u)] = true
 	}
-	var b strings.Builder
+	var out []objectDiff
 	for _, ref := range engine.InventoryObjects(ctx, live) {
 		obj := &unstructured.Unstructured{}
 		obj.SetAPIVersion(strings.TrimPrefix(ref.Group+"/"+ref.Version, "/"))
@@ -227,20 +237,20 @@ func diffPruned(ctx context.Context, c client.Client, ra renderedAddon, live add
 			continue
 		}
 		if err != nil {
-			return "", fmt.Errorf("reading %s: %w", ref, err)
+			return nil, fmt.Errorf("reading %s: %w", ref, err)
 		}
 		labels := obj.GetLabels()
 		if labels[ssa.LabelManagedBy] != ssa.ManagedByValue || labels[ssa.LabelKind] != strings.ToLower(ra.gvk.Kind) ||
 			labels[ssa.LabelName] != live.GetName() || labels[ssa.LabelNamespace] != live.GetNamespace() {
 			continue
 		}
-		d, err := unifiedDiff(obj, obj, nil)
+		d, err := newObjectDiff(obj, obj, nil)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
-		b.WriteString(d)
+		out = append(out, *d)
 	}
-	return b.String(), nil
+	return out, nil
 }
 
 func withName(u *unstructured.Unstructured, namespace, name string) *unstructured.Unstructured {
@@ -324,29 +334,40 @@ func describe(u *unstructured.Unstructured) string {
 	return strings.Join(append(parts, u.GetName()), ".")
 }
 
-// unifiedDiff returns the unified diff between live and merged (either nil for an object
-// that does not exist on that side), named after named, without the fields the server
-// owns, with Secret values masked and control characters escaped.
-func unifiedDiff(named, live, merged *unstructured.Unstructured) (string, error) {
+// objectDiff is one object on both sides of a diff: its name as kubectl diff names its
+// files, and its YAML live and merged ("" for the side where it does not exist), without
+// the fields the server owns, with Secret values masked and control characters escaped.
+type objectDiff struct {
+	name, live, merged string
+}
+
+// newObjectDiff returns the objectDiff of live and merged (either nil for an object that
+// does not exist on that side), named after named.
+func newObjectDiff(named, live, merged *unstructured.Unstructured) (*objectDiff, error) {
 	a, b := clean(live), clean(merged)
 	if named.GetKind() == "Secret" && named.GroupVersionKind().Group == "" {
 		maskSecret(a, b)
 	}
 	before, err := toYAML(a)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	after, err := toYAML(b)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	if before == after {
+	return &objectDiff{name: printable(describe(named), keepNone), live: before, merged: after}, nil
+}
+
+// unified returns the unified diff between the live and the merged object; "" when they
+// are the same.
+func (d objectDiff) unified() (string, error) {
+	if d.live == d.merged {
 		return "", nil
 	}
-	name := describe(named)
 	return difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-		A: difflib.SplitLines(before), B: difflib.SplitLines(after),
-		FromFile: "live/" + name, ToFile: "merged/" + name, Context: 3,
+		A: difflib.SplitLines(d.live), B: difflib.SplitLines(d.merged),
+		FromFile: "live/" + d.name, ToFile: "merged/" + d.name, Context: 3,
 	})
 }
 

@@ -232,3 +232,89 @@ func TestStaticMapperScopes(t *testing.T) {
 		g.Expect(got.Scope.Name()).To(Equal(want.Scope.Name()), "scope of %s", gvk)
 	}
 }
+
+// TestDiffColorAndExternalDiff changes an applied CoreDNS's replicas: --color=always
+// colours the diff, and KUBECTL_EXTERNAL_DIFF runs a program on a live and a merged
+// directory, as kubectl diff does, with its exit status.
+func TestDiffColorAndExternalDiff(t *testing.T) {
+	ns := newNamespace(t)
+	applyRendered(t, coreDNSInput(ns, "  replicas: 2\n"))
+	changed := coreDNSInput(ns, "  replicas: 3\n")
+	diff := func(args ...string) (int, string, string) {
+		return runPlugin(t, changed, append([]string{"diff", "-f", "-", "--kubeconfig", testKubeconfig}, args...)...)
+	}
+
+	t.Run("color", func(t *testing.T) {
+		for _, tc := range []struct {
+			color   string
+			colored bool
+		}{{color: "always", colored: true}, {color: "never"}, {color: "auto"}} {
+			t.Run(tc.color, func(t *testing.T) {
+				g := NewWithT(t)
+				code, out, stderr := diff("--color", tc.color)
+				g.Expect(code).To(Equal(diffFound), stderr)
+				if !tc.colored {
+					// auto: the output is no terminal.
+					expectPrintable(t, out, keepLines)
+					g.Expect(out).To(MatchRegexp(`(?m)^-  replicas: 2$`))
+					return
+				}
+				g.Expect(out).To(ContainSubstring("\x1b[1m--- live/apps.v1.Deployment." + ns + ".coredns\x1b[0m\n"))
+				g.Expect(out).To(ContainSubstring("\x1b[31m-  replicas: 2\x1b[0m\n"))
+				g.Expect(out).To(ContainSubstring("\x1b[32m+  replicas: 3\x1b[0m\n"))
+				g.Expect(out).To(MatchRegexp("\x1b\\[36m@@ .* @@\x1b\\[0m\n"))
+			})
+		}
+		g := NewWithT(t)
+		code, _, stderr := diff("--color", "rainbow")
+		g.Expect(code).To(Equal(diffFailedRun))
+		g.Expect(stderr).To(ContainSubstring(`--color must be auto, always or never, not "rainbow"`))
+	})
+
+	t.Run("KUBECTL_EXTERNAL_DIFF", func(t *testing.T) {
+		// The program records its arguments and the two directories, and exits $EXIT_CODE.
+		record := t.TempDir()
+		script := filepath.Join(t.TempDir(), "record-diff")
+		g := NewWithT(t)
+		g.Expect(os.WriteFile(script, []byte("#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$RECORD/args\"\n"+
+			"rm -rf \"$RECORD/live\" \"$RECORD/merged\"\ncp -r \"$1\" \"$RECORD/live\"\ncp -r \"$2\" \"$RECORD/merged\"\n"+
+			"echo external diff ran\nexit \"$EXIT_CODE\"\n"), 0o700)).To(Succeed())
+		t.Setenv("RECORD", record)
+		t.Setenv("KUBECTL_EXTERNAL_DIFF", script+" -u $(touch${IFS}/tmp/owned) --label=x")
+		for _, exit := range []int{1, 0, 3} {
+			t.Setenv("EXIT_CODE", fmt.Sprint(exit))
+			code, out, stderr := diff()
+			g.Expect(code).To(Equal(exit), "the program's exit status: %s", stderr)
+			g.Expect(out).To(Equal("external diff ran\n"), "the program writes to stdout, the plugin writes no diff of its own")
+		}
+
+		data, err := os.ReadFile(filepath.Join(record, "args"))
+		g.Expect(err).NotTo(HaveOccurred())
+		args := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+		g.Expect(args).To(HaveLen(4), "two directories, then the arguments kubectl keeps: %q", args)
+		g.Expect(filepath.Base(args[0])).To(HavePrefix("LIVE-"))
+		g.Expect(filepath.Base(args[1])).To(HavePrefix("MERGED-"))
+		g.Expect(args[2:]).To(Equal([]string{"-u", "--label=x"}))
+		g.Expect(args[0]).NotTo(BeADirectory(), "removed after the program ran")
+
+		deployment := "apps.v1.Deployment." + ns + ".coredns"
+		live, err := os.ReadFile(filepath.Join(record, "live", deployment))
+		g.Expect(err).NotTo(HaveOccurred())
+		merged, err := os.ReadFile(filepath.Join(record, "merged", deployment))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(string(live)).To(MatchRegexp(`(?m)^  replicas: 2$`))
+		g.Expect(string(merged)).To(MatchRegexp(`(?m)^  replicas: 3$`))
+		// Every object the input renders is written, changed or not, as kubectl diff does.
+		configMap := "v1.ConfigMap." + ns + ".coredns"
+		g.Expect(os.ReadFile(filepath.Join(record, "live", configMap))).To(Equal(mustRead(t, filepath.Join(record, "merged", configMap))))
+	})
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
