@@ -62,13 +62,15 @@ func discoverKindNames(cfg *rest.Config, httpClient *http.Client) (kindNames, er
 	for _, gvk := range kinds {
 		names[strings.ToLower(gvk.Kind)] = gvk
 	}
+	// Discovery only adds aliases: without it (the CRDs may not be installed, and the
+	// read of the add-on then says so) each kind keeps its own name.
 	disc, err := discovery.NewDiscoveryClientForConfigAndClient(cfg, httpClient)
 	if err != nil {
-		return names, nil //nolint:nilerr // discovery only adds aliases
+		return names, nil
 	}
 	resources, err := disc.ServerResourcesForGroupVersion(addonsv1alpha1.GroupVersion.String())
 	if err != nil {
-		return names, nil //nolint:nilerr // the CRDs may not be installed: the read says so
+		return names, nil
 	}
 	for _, r := range resources.APIResources {
 		if strings.Contains(r.Name, "/") {

@@ -164,11 +164,11 @@ func coreEventsRegarding(ctx context.Context, c client.Client, namespace string,
 // cell comes from the cluster and goes through printable.
 func printEvents(w io.Writer, events []addonEvent, withNamespace bool, now time.Time) error {
 	columns := []metav1.TableColumnDefinition{
-		{Name: "Last Seen", Type: "string"}, {Name: "Type", Type: "string"}, {Name: "Reason", Type: "string"},
-		{Name: "Object", Type: "string"}, {Name: "Message", Type: "string"},
+		{Name: "Last Seen", Type: cellType}, {Name: "Type", Type: cellType}, {Name: "Reason", Type: cellType},
+		{Name: "Object", Type: cellType}, {Name: "Message", Type: cellType},
 	}
 	if withNamespace {
-		columns = append([]metav1.TableColumnDefinition{{Name: "Namespace", Type: "string"}}, columns...)
+		columns = append([]metav1.TableColumnDefinition{namespaceColumn}, columns...)
 	}
 	t := &metav1.Table{ColumnDefinitions: columns}
 	for _, e := range events {

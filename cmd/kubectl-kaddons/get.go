@@ -271,20 +271,26 @@ func (p *addonPrinter) printObject(obj runtime.Unstructured) error {
 	return err
 }
 
+// cellType is the type of every column the plugin prints: the cells are strings.
+const cellType = "string"
+
+// namespaceColumn is the NAMESPACE column of get's and events' tables.
+var namespaceColumn = metav1.TableColumnDefinition{Name: "Namespace", Type: cellType}
+
 // addonColumns are get's columns; those of priority 1 show with -o wide only.
 var addonColumns = []metav1.TableColumnDefinition{
-	{Name: "Namespace", Type: "string"},
-	{Name: "Kind", Type: "string"},
-	{Name: "Name", Type: "string", Format: "name"},
-	{Name: "Version", Type: "string", Description: "status.appliedVersion"},
-	{Name: "Channel", Type: "string", Priority: 1, Description: "spec.channel"},
-	{Name: "Available", Type: "string", Priority: 1, Description: "status.availableVersion"},
-	{Name: "Ready", Type: "string", Description: "the Ready condition's status, for the current generation"},
-	{Name: "Upgradeable", Type: "string", Priority: 1, Description: "the Upgradeable condition's status"},
-	{Name: "Suspended", Type: "string", Priority: 1, Description: "spec.suspend"},
-	{Name: "Age", Type: "string", Priority: 1},
-	{Name: "Reason", Type: "string"},
-	{Name: "Message", Type: "string"},
+	namespaceColumn,
+	{Name: "Kind", Type: cellType},
+	{Name: "Name", Type: cellType, Format: "name"},
+	{Name: "Version", Type: cellType, Description: "status.appliedVersion"},
+	{Name: "Channel", Type: cellType, Priority: 1, Description: "spec.channel"},
+	{Name: "Available", Type: cellType, Priority: 1, Description: "status.availableVersion"},
+	{Name: "Ready", Type: cellType, Description: "the Ready condition's status, for the current generation"},
+	{Name: "Upgradeable", Type: cellType, Priority: 1, Description: "the Upgradeable condition's status"},
+	{Name: "Suspended", Type: cellType, Priority: 1, Description: "spec.suspend"},
+	{Name: "Age", Type: cellType, Priority: 1},
+	{Name: "Reason", Type: cellType},
+	{Name: "Message", Type: cellType},
 }
 
 // addonTable returns the table of items. Every cell comes from the cluster, so none may
