@@ -75,14 +75,19 @@ func newNamespace(t *testing.T, prefix string) string {
 func deleteAddons(t *testing.T, ns string) {
 	t.Helper()
 	ensureSomeManager(t)
+	// All kinds in one command, as `kubectl delete addons --all` does: an add-on that
+	// others depend on waits for them (DependentsExist), so kind by kind could wait for a
+	// kind not deleted yet.
+	var resources []string
 	for _, kind := range addonKinds(t) {
-		resource := strings.ToLower(kind.Kind) + "." + kind.Group
-		if _, err := kubectl("delete", resource, "--all", "-n", ns, "--ignore-not-found", "--timeout="+deleteTimeout.String()); err != nil {
-			t.Errorf("add-ons in %s were not deleted: %v", ns, err)
-			out, _ := kubectl("get", resource, "-n", ns, "-o", "name")
-			for _, name := range strings.Fields(out) {
-				_, _ = kubectl("patch", name, "-n", ns, "--type=merge", "-p", `{"metadata":{"finalizers":null}}`)
-			}
+		resources = append(resources, strings.ToLower(kind.Kind)+"."+kind.Group)
+	}
+	all := strings.Join(resources, ",")
+	if _, err := kubectl("delete", all, "--all", "-n", ns, "--ignore-not-found", "--timeout="+deleteTimeout.String()); err != nil {
+		t.Errorf("add-ons in %s were not deleted: %v", ns, err)
+		out, _ := kubectl("get", all, "-n", ns, "-o", "name")
+		for _, name := range strings.Fields(out) {
+			_, _ = kubectl("patch", name, "-n", ns, "--type=merge", "-p", `{"metadata":{"finalizers":null}}`)
 		}
 	}
 }
