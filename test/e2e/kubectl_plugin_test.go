@@ -13,6 +13,9 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 )
 
 // buildPlugin builds cmd/kubectl-kaddons into a folder of its own, to put on PATH.
@@ -99,6 +102,52 @@ func TestKubectlPlugin(t *testing.T) {
 	g.Expect(code).To(Equal(1), "stdout:\n%s\nstderr:\n%s", out, stderr)
 	g.Expect(out).To(MatchRegexp(`(?m)^` + ns + `\s+CoreDNS\s+` + coreDNSName + `\s+\S+\s+>=1\.21\.0\s+BLOCKS\s+no version of the add-on supports it yet$`))
 	g.Expect(stderr).To(ContainSubstring("1 add-on(s) would block an upgrade to Kubernetes 1.20"))
+
+	// tree: every object the ready CoreDNS applied is there and Current (kstatus).
+	ref := "coredns/" + coreDNSName
+	g.Eventually(func(g Gomega) {
+		code, out, stderr := plugin("", "tree", ref, "-n", ns)
+		g.Expect(code).To(Equal(0), stderr)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		g.Expect(lines[0]).To(MatchRegexp(`^CoreDNS/` + ns + `/` + coreDNSName + `\s+Ready=True\s`))
+		g.Expect(lines[1:]).To(HaveLen(getCoreDNS(g, ns).Status.Inventory.Len()), out)
+		g.Expect(lines[len(lines)-1]).To(HavePrefix("└── "))
+		for _, line := range lines[1:] {
+			g.Expect(line).To(MatchRegexp(`^(├|└)── \S+/\S+\s+Current(\s|$)`), out)
+		}
+	}).WithTimeout(readyTimeout).WithPolling(poll).Should(Succeed())
+
+	// reconcile: the operator handles the request, and the add-on stays Ready.
+	code, out, stderr = plugin("", "reconcile", "CoreDNS/"+coreDNSName, "-n", ns, "--timeout", readyTimeout.String())
+	g.Expect(code).To(Equal(0), "stdout:\n%s\nstderr:\n%s", out, stderr)
+	g.Expect(out).To(HavePrefix("CoreDNS " + ns + "/" + coreDNSName + " reconciled: Ready=True, Reconciled: "))
+	cr = getCoreDNS(g, ns)
+	g.Expect(cr.Status.LastHandledReconcileAt).NotTo(BeEmpty())
+	g.Expect(cr.Status.LastHandledReconcileAt).To(Equal(cr.Annotations[addonsv1alpha1.AnnotationRequestedAt]))
+
+	// suspend: the operator pauses the add-on, and reconcile is refused meanwhile.
+	code, out, stderr = plugin("", "suspend", ref, "-n", ns)
+	g.Expect(code).To(Equal(0), stderr)
+	g.Expect(out).To(Equal("CoreDNS " + ns + "/" + coreDNSName + " suspended\n"))
+	g.Eventually(func(g Gomega) {
+		cr := getCoreDNS(g, ns)
+		g.Expect(cr.Spec.Suspend).To(BeTrue())
+		ready := meta.FindStatusCondition(cr.Status.Conditions, addonsv1alpha1.ConditionReady)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.ObservedGeneration).To(Equal(cr.Generation))
+		g.Expect(ready.Reason).To(Equal(addonsv1alpha1.ReasonPaused))
+	}).WithTimeout(readyTimeout).WithPolling(poll).Should(Succeed())
+	code, _, stderr = plugin("", "reconcile", ref, "-n", ns)
+	g.Expect(code).To(Equal(1))
+	g.Expect(stderr).To(ContainSubstring("is suspended (spec.suspend): resume it first"))
+
+	// resume: spec.suspend is cleared, and the reconcile it asks for ends Ready.
+	code, out, stderr = plugin("", "resume", ref, "-n", ns, "--timeout", readyTimeout.String())
+	g.Expect(code).To(Equal(0), "stdout:\n%s\nstderr:\n%s", out, stderr)
+	g.Expect(out).To(HavePrefix("CoreDNS " + ns + "/" + coreDNSName + " reconciled: Ready=True, Reconciled: "))
+	cr = getCoreDNS(g, ns)
+	g.Expect(cr.Spec.Suspend).To(BeFalse())
+	g.Expect(meta.IsStatusConditionTrue(cr.Status.Conditions, addonsv1alpha1.ConditionReady)).To(BeTrue())
 
 	// The suite's manager runs on this machine, not as a Deployment in the cluster.
 	code, out, stderr = plugin("", "version")
