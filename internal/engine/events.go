@@ -7,6 +7,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 )
@@ -38,6 +41,7 @@ const (
 // ("coredns 1.12.1 is ready") or a Warning marks how the install ended. That keeps a new
 // add-on at one write per object plus its finalizer and status.
 func (r *Reconciler) recordEvents(before, after addonsv1alpha1.Addon, st *reconcileState) {
+	r.logChanges(before, after, st)
 	oldStatus, newStatus := before.GetAddonStatus(), after.GetAddonStatus()
 	if oldStatus.AppliedVersion != "" && newStatus.AppliedVersion != oldStatus.AppliedVersion {
 		r.event(after, corev1.EventTypeNormal, EventUpgraded, "Apply", "Changed %s from %s to %s",
@@ -88,6 +92,96 @@ func (r *Reconciler) recordEvents(before, after addonsv1alpha1.Addon, st *reconc
 		meta.IsStatusConditionTrue(newStatus.Conditions, addonsv1alpha1.ConditionDegraded):
 		r.event(after, corev1.EventTypeWarning, newReady.Reason, "Reconcile", "%s", newReady.Message)
 	}
+}
+
+// changesLog is the logger of the line logChanges writes: the manager's (ctrl.Log), with
+// the keys of the add-on's reconcile logger. Tests replace it.
+var changesLog = ctrl.Log
+
+// logChangedMessage is the message of the line a reconcile that changed something logs.
+const logChangedMessage = "Changed the add-on"
+
+// maxLoggedObjects bounds how many objects of each list the line names; the rest are
+// counted.
+const maxLoggedObjects = 20
+
+// logChanges logs one Info line when the reconcile changed something, saying what:
+// the objects it wrote and the version they belong to, the version it upgraded from (or
+// rolled back from), what it pruned, re-created, restored from drift or adopted, and the
+// version a failed upgrade rolls back to. A reconcile that changed nothing logs nothing.
+func (r *Reconciler) logChanges(before, after addonsv1alpha1.Addon, st *reconcileState) {
+	kv := changes(before, after, st)
+	if len(kv) == 0 {
+		return
+	}
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: after.GetNamespace(), Name: after.GetName()}}
+	r.logConstructor(changesLog)(&req).Info(logChangedMessage, kv...)
+}
+
+// changes returns the key and value pairs of the change log line; none when the
+// reconcile changed nothing.
+func changes(before, after addonsv1alpha1.Addon, st *reconcileState) []any {
+	var kv []any
+	if n := len(st.applied.Applied); n > 0 {
+		kv = append(kv, "applied", n)
+	}
+	oldVersion, newVersion := before.GetAddonStatus().AppliedVersion, after.GetAddonStatus().AppliedVersion
+	switch {
+	case oldVersion == "" || oldVersion == newVersion:
+	case st.wanted != "":
+		// resolve pinned the last healthy version: this is the rollback's apply.
+		kv = append(kv, "rolledBackFrom", oldVersion)
+	default:
+		kv = append(kv, "upgradedFrom", oldVersion)
+	}
+	for _, list := range []struct {
+		key  string
+		refs []addonsv1alpha1.ObjectReference
+	}{
+		{"pruned", st.applied.Pruned},
+		{"recreated", st.applied.Recreated},
+		{"driftCorrected", st.applied.Drifted},
+		{"adopted", adoptedRefs(st.applied.Adopted)},
+	} {
+		if len(list.refs) > 0 {
+			kv = append(kv, list.key, loggedRefs(list.refs))
+		}
+	}
+	if failed, to, ok := rollbackStarted(before, after); ok {
+		kv = append(kv, "upgradeFailed", failed, "rollingBackTo", to)
+	}
+	if len(kv) == 0 {
+		return nil
+	}
+	// The version the written objects belong to: a partial apply leaves
+	// status.appliedVersion at the version applied in full before.
+	version := st.resolved.Version
+	if version == "" {
+		version = newVersion
+	}
+	return append([]any{"version", version}, kv...)
+}
+
+// adoptedRefs returns the references of adopted objects.
+func adoptedRefs(adopted []addonsv1alpha1.AdoptedObject) []addonsv1alpha1.ObjectReference {
+	refs := make([]addonsv1alpha1.ObjectReference, 0, len(adopted))
+	for _, a := range adopted {
+		refs = append(refs, a.ObjectReference)
+	}
+	return refs
+}
+
+// loggedRefs names the first maxLoggedObjects objects of refs and counts the rest.
+func loggedRefs(refs []addonsv1alpha1.ObjectReference) []string {
+	names := make([]string, 0, min(len(refs), maxLoggedObjects+1))
+	for i, ref := range refs {
+		if i == maxLoggedObjects {
+			names = append(names, fmt.Sprintf("and %d more", len(refs)-i))
+			break
+		}
+		names = append(names, ref.String())
+	}
+	return names
 }
 
 // event records one event on the add-on.
