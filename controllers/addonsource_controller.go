@@ -6,15 +6,18 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
@@ -71,15 +74,19 @@ func (r *AddonSourceReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err := r.Client.Get(ctx, req.NamespacedName, src); err != nil {
 		if client.IgnoreNotFound(err) == nil {
 			r.Registry.Remove(req.Name)
+			forgetSource(req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !src.DeletionTimestamp.IsZero() {
 		r.Registry.Remove(src.Name)
+		forgetSource(src.Name)
 		return ctrl.Result{}, nil
 	}
 	original := src.DeepCopy()
+	start := time.Now()
 	obs := r.fetch(ctx, src)
+	took := time.Since(start)
 	if obs.FetchErr != nil {
 		r.Registry.Fail(src.Name, sources.ReasonOf(obs.FetchErr), obs.FetchErr.Error())
 		log.FromContext(ctx).Info("Fetching the AddonSource failed", "reason", sources.ReasonOf(obs.FetchErr),
@@ -88,6 +95,7 @@ func (r *AddonSourceReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		r.Registry.Set(src.Name, obs.Artifact, engine.TrustOf(src, r.Namespace))
 	}
 	addonsource.SetStatus(&src.Status, src.Generation, obs)
+	recordFetch(src.Name, meta.FindStatusCondition(src.Status.Conditions, addonsv1alpha1.ConditionReady), took)
 	r.recordEvents(original, src)
 	if !equality.Semantic.DeepEqual(original.Status, src.Status) {
 		if err := r.Client.Status().Patch(ctx, src, client.MergeFromWithOptions(original, client.MergeFromWithOptimisticLock{})); err != nil {
@@ -144,4 +152,54 @@ func (r *AddonSourceReconciler) recordEvents(before, after *addonsv1alpha1.Addon
 		return
 	}
 	r.Recorder.Eventf(after, nil, corev1.EventTypeWarning, newReady.Reason, "Fetch", "%s", newReady.Message)
+}
+
+// Source fetch metrics, by AddonSource name. An AddonSource is cluster-scoped: its name
+// alone identifies it.
+var (
+	sourceFetches = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kaddons_source_fetch_total",
+		Help: "Fetches of each AddonSource by result: success, or the reason its Ready condition gives for the failure " +
+			"(FetchFailed, VerificationFailed, DigestMismatch, OperatorMismatch, ...).",
+	}, []string{"source", "result"})
+
+	sourceFetchDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "kaddons_source_fetch_duration_seconds",
+		Help:    "Duration of the fetches of each AddonSource (download, verification, extraction and pre-flight check), failures included.",
+		Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
+	}, []string{"source"})
+
+	sourceReady = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kaddons_source_ready",
+		Help: "1 when the AddonSource's last fetch succeeded and its artifact passed the checks (Ready), 0 otherwise.",
+	}, []string{"source"})
+)
+
+// fetchSuccess is the result label of a fetch that left the source Ready.
+const fetchSuccess = "success"
+
+func init() {
+	metrics.Registry.MustRegister(sourceFetches, sourceFetchDuration, sourceReady)
+}
+
+// recordFetch counts one fetch of source, with the result its Ready condition (ready,
+// after the fetch) gives, observes how long it took, and sets the source's ready gauge.
+func recordFetch(source string, ready *metav1.Condition, took time.Duration) {
+	result, up := fetchSuccess, 1.0
+	if ready == nil || ready.Status != metav1.ConditionTrue {
+		result, up = addonsv1alpha1.ReasonFetchFailed, 0
+		if ready != nil && ready.Reason != "" {
+			result = ready.Reason
+		}
+	}
+	sourceFetches.WithLabelValues(source, result).Inc()
+	sourceFetchDuration.WithLabelValues(source).Observe(took.Seconds())
+	sourceReady.WithLabelValues(source).Set(up)
+}
+
+// forgetSource removes the series of a deleted AddonSource.
+func forgetSource(source string) {
+	sourceFetches.DeletePartialMatch(prometheus.Labels{"source": source})
+	sourceFetchDuration.DeleteLabelValues(source)
+	sourceReady.DeleteLabelValues(source)
 }
