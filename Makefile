@@ -121,6 +121,10 @@ test-cosign: ## Sign bundles with the real cosign v3 CLI (built by hack/cosign.s
 test-chart-helm: ## Compare each object the chart renderer (internal/channels/helm) renders with what the Helm CLI's `helm template` prints (CLI built by hack/helm.sh, cached).
 	helm="$$(hack/helm.sh)" && KADDONS_HELM="$$helm" go test -tags helmcli ./internal/channels/helm -run '^TestHelmTemplate$$' -count=1 -v
 
+.PHONY: test-alerts
+test-alerts: ## Check the alerting rules (config/prometheus/alerts.yaml) and run promtool's unit tests of them (alerts_test.yaml); promtool is built by hack/tools/promtool/promtool.sh, cached.
+	hack/tools/promtool/promtool.sh test-rules config/prometheus/alerts.yaml config/prometheus/alerts_test.yaml
+
 .PHONY: lint
 lint: golangci-lint ## Run golangci-lint.
 	$(GOLANGCI_LINT) run
