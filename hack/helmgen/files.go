@@ -20,9 +20,10 @@ sources:
 `, version, appVersion)
 }
 
-// valuesYAML writes the values with their defaults, those of install.yaml.
-func valuesYAML(repository, tag string, m manager) string {
-	return header + fmt.Sprintf(`# docs/install.md describes the chart; docs/configuration.md the configuration file.
+// valuesYAML writes the values with their defaults, those of install.yaml; with
+// monitoring, the options of the monitoring objects too, off.
+func valuesYAML(repository, tag string, m manager, monitoring bool) string {
+	values := header + fmt.Sprintf(`# docs/install.md describes the chart; docs/configuration.md the configuration file.
 manager:
   # image is the manager image. A digest (sha256:...) wins over the tag.
   image:
@@ -49,7 +50,29 @@ crds:
   # add-ons and what they installed stay. Delete them by hand to remove everything.
   keep: true
 `, repository, tag, m.replicas, indent(m.resources, 4), strings.TrimRight(indent(m.config, 4), "\n"))
+	if monitoring {
+		values += monitoringValuesYAML
+	}
+	return values
 }
+
+// monitoringValuesYAML are the options of the monitoring objects (config/prometheus).
+const monitoringValuesYAML = `# metrics are the Prometheus Operator objects of config/prometheus (docs/monitoring.md).
+# Enable them only where the monitoring.coreos.com CRDs exist.
+metrics:
+  # serviceMonitor scrapes the manager's metrics Service. Bind the ClusterRole
+  # kaddons-metrics-reader to the ServiceAccount of the Prometheus that uses it.
+  serviceMonitor:
+    enabled: false
+    # labels added to the ServiceMonitor, for the Prometheus that selects it (with
+    # kube-prometheus-stack: release: <its release name>).
+    labels: {}
+  # prometheusRule holds kaddons' alerts.
+  prometheusRule:
+    enabled: false
+    # labels added to the PrometheusRule, for the Prometheus that selects it.
+    labels: {}
+`
 
 // indent prefixes every non-empty line of s with n spaces.
 func indent(s string, n int) string {

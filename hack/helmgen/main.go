@@ -18,6 +18,13 @@
 //   - a PodDisruptionBudget is rendered only when manager.replicas is above one: a budget
 //     for a single replica protects nothing.
 //
+// The monitoring objects of -monitoring (config/prometheus, rendered with kustomize: the
+// Prometheus Operator's ServiceMonitor and PrometheusRule, whose CRDs config/default does
+// not assume) become templates too, rendered only when metrics.serviceMonitor.enabled or
+// metrics.prometheusRule.enabled is true, with the labels of metrics.*.labels added. Text
+// that looks like a template expression (the alerts' {{ $labels.name }}) is escaped so
+// that Helm leaves it to Prometheus.
+//
 // With -installer it writes dist/install.yaml instead: the rendered objects as they are,
 // less the PodDisruptionBudget when the manager Deployment has one replica, by the same
 // rule as the chart.
@@ -35,13 +42,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/kustomize/kyaml/kio"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 )
@@ -53,6 +64,7 @@ type options struct {
 	configKey    string
 	container    string
 	installer    bool
+	monitoring   string
 }
 
 func main() {
@@ -62,6 +74,8 @@ func main() {
 	flag.StringVar(&o.configKey, "config-key", "controller_manager_config.yaml", "The key of the configuration file in the manager's ConfigMap.")
 	flag.StringVar(&o.container, "container", "manager", "The manager's container name.")
 	flag.BoolVar(&o.installer, "installer", false, "Write the installer (install.yaml) to stdout instead of the chart.")
+	flag.StringVar(&o.monitoring, "monitoring", "config/prometheus",
+		"The kustomization of the opt-in monitoring objects (ServiceMonitor, PrometheusRule) for the chart; empty leaves them out.")
 	flag.Parse()
 	in, err := io.ReadAll(os.Stdin)
 	if err != nil {
@@ -153,7 +167,16 @@ const (
 	phConfig    = "KADDONS_HELM_CONFIG"
 	phConfigMap = "KADDONS_HELM_CONFIGMAP_NAME"
 	phKeep      = "KADDONS_HELM_KEEP"
+	// phLabels is a label whose value names the values of metrics (serviceMonitor,
+	// prometheusRule) whose labels take its place.
+	phLabels = "KADDONS_HELM_LABELS"
 )
+
+// monitoringValues names the values of metrics that enable each monitoring kind.
+var monitoringValues = map[string]string{
+	"ServiceMonitor": "serviceMonitor",
+	"PrometheusRule": "prometheusRule",
+}
 
 // manager holds what the values file takes from the manager's objects.
 type manager struct {
@@ -191,9 +214,20 @@ func generate(in []byte, o options) (map[string]string, error) {
 	if m.image == "" {
 		return nil, fmt.Errorf("no Deployment with a container %q", o.container)
 	}
+	monitoring := false
+	if o.monitoring != "" {
+		objects, err := renderKustomization(o.monitoring)
+		if err != nil {
+			return nil, err
+		}
+		if err := addMonitoring(files, objects, namespace); err != nil {
+			return nil, err
+		}
+		monitoring = len(objects) > 0
+	}
 	repository, tag := splitImage(m.image)
 	files["Chart.yaml"] = chartYAML(o.chartVersion, tag)
-	files["values.yaml"] = valuesYAML(repository, tag, m)
+	files["values.yaml"] = valuesYAML(repository, tag, m, monitoring)
 	base, err := configMapBase(configMapName, o.configKey, m.config)
 	if err != nil {
 		return nil, err
@@ -281,7 +315,7 @@ func templateObject(n *yaml.RNode, namespace, configMapName string, o options, m
 	if text, err = n.String(); err != nil {
 		return "", "", err
 	}
-	if text, err = expand(text); err != nil {
+	if text, err = expand(escapeTemplates(text)); err != nil {
 		return "", "", err
 	}
 	switch n.GetKind() {
@@ -292,6 +326,55 @@ func templateObject(n *yaml.RNode, namespace, configMapName string, o options, m
 	}
 	name = filepath.Join("templates", area(n.GetKind()), strings.TrimPrefix(objectName, prefixOf(objectName))+".yaml")
 	return name, text, nil
+}
+
+// renderKustomization renders the kustomization in dir, as `kubectl kustomize` does.
+func renderKustomization(dir string) ([]*yaml.RNode, error) {
+	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		return nil, fmt.Errorf("rendering %s: %w", dir, err)
+	}
+	return m.ToRNodeSlice(), nil
+}
+
+// addMonitoring adds the template of each monitoring object to files, under
+// templates/prometheus/, rendered only when its kind is enabled in the values.
+func addMonitoring(files map[string]string, objects []*yaml.RNode, namespace string) error {
+	for _, n := range objects {
+		value, ok := monitoringValues[n.GetKind()]
+		if !ok {
+			return fmt.Errorf("%s %s: the monitoring objects may be %v only", n.GetKind(), n.GetName(), slices.Sorted(maps.Keys(monitoringValues)))
+		}
+		name := n.GetName()
+		if err := templateCommon(n, namespace); err != nil {
+			return err
+		}
+		if err := n.PipeE(yaml.SetLabel(phLabels, value)); err != nil {
+			return err
+		}
+		if path := findValue(n.YNode(), namespace, nil); path != nil {
+			return fmt.Errorf("%s %s: %s still names the namespace %s after templating", n.GetKind(), name, strings.Join(path, "."), namespace)
+		}
+		text, err := n.String()
+		if err != nil {
+			return err
+		}
+		if text, err = expand(escapeTemplates(text)); err != nil {
+			return fmt.Errorf("%s %s: %w", n.GetKind(), name, err)
+		}
+		file := filepath.Join("templates", "prometheus", strings.TrimPrefix(name, prefixOf(name))+".yaml")
+		if _, taken := files[file]; taken {
+			return fmt.Errorf("%s %s: two monitoring objects would be %s", n.GetKind(), name, file)
+		}
+		files[file] = "{{- if .Values.metrics." + value + ".enabled }}\n" + text + "{{- end }}\n"
+	}
+	return nil
+}
+
+// escapeTemplates makes text that looks like a template expression literal: Helm prints
+// {{`{{`}} as {{, so that a PrometheusRule's {{ $labels.name }} reaches Prometheus.
+func escapeTemplates(text string) string {
+	return strings.NewReplacer("{{", "{{`{{`}}", "}}", "{{`}}`}}").Replace(text)
 }
 
 // prefixOf returns the name prefix kustomize gave every object ("kaddons-").
@@ -454,6 +537,10 @@ func expand(text string) (string, error) {
 		case strings.HasSuffix(trimmed, ": "+phKeep):
 			key := strings.TrimSuffix(trimmed, " "+phKeep)
 			fmt.Fprintf(&out, "{{- if .Values.crds.keep }}\n%s%s keep\n{{- end }}\n", strings.Repeat(" ", indent), key)
+			continue
+		case strings.HasPrefix(trimmed, phLabels+": "):
+			value := strings.Trim(strings.TrimPrefix(trimmed, phLabels+": "), `'"`)
+			fmt.Fprintf(&out, "{{- with .Values.metrics.%s.labels }}\n{{- toYaml . | nindent %d }}\n{{- end }}\n", value, indent)
 			continue
 		case strings.HasSuffix(trimmed, ": "+phConfig):
 			key := strings.TrimSuffix(trimmed, " "+phConfig)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -162,5 +164,114 @@ func TestInstallerHasABudgetOnlyAboveOneReplica(t *testing.T) {
 	if _, err := installer([]byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: x}\n"), "manager"); err == nil ||
 		!strings.Contains(err.Error(), `no Deployment with a container "manager"`) {
 		t.Errorf("installer without the manager: error %v, want one naming the missing Deployment", err)
+	}
+}
+
+func TestGenerateMonitoring(t *testing.T) {
+	h := suffix(t)
+	dir := t.TempDir()
+	for name, text := range map[string]string{
+		"kustomization.yaml": "namespace: op-system\nnamePrefix: op-\nresources: [monitor.yaml, rule.yaml]\n",
+		"monitor.yaml": `apiVersion: monitoring.coreos.com/v1
+kind: ServiceMonitor
+metadata:
+  name: metrics
+  namespace: system
+  labels:
+    app.kubernetes.io/managed-by: kustomize
+spec:
+  endpoints: [{port: https, honorLabels: true}]
+`,
+		"rule.yaml": `apiVersion: monitoring.coreos.com/v1
+kind: PrometheusRule
+metadata:
+  name: alerts
+  namespace: system
+spec:
+  groups:
+  - name: op
+    rules:
+    - alert: Down
+      expr: up == 0
+      annotations:
+        description: '{{ $labels.namespace }}/{{ $labels.name }} is down'
+`,
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := options{chartVersion: "1.0.0", configKey: "config.yaml", container: "manager", monitoring: dir}
+	files, err := generate([]byte(strings.ReplaceAll(rendered, "%s", h)), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for file, want := range map[string][]string{
+		"templates/prometheus/metrics.yaml": {
+			"{{- if .Values.metrics.serviceMonitor.enabled }}\n",
+			"  namespace: {{ .Release.Namespace }}\n",
+			"    app.kubernetes.io/managed-by: {{ .Release.Service }}\n" +
+				"{{- with .Values.metrics.serviceMonitor.labels }}\n{{- toYaml . | nindent 4 }}\n{{- end }}\n",
+			"honorLabels: true",
+		},
+		"templates/prometheus/alerts.yaml": {
+			"{{- if .Values.metrics.prometheusRule.enabled }}\n",
+			"  labels:\n{{- with .Values.metrics.prometheusRule.labels }}\n{{- toYaml . | nindent 4 }}\n{{- end }}\n",
+			"description: '{{`{{`}} $labels.namespace {{`}}`}}/{{`{{`}} $labels.name {{`}}`}} is down'",
+		},
+	} {
+		text, ok := files[file]
+		if !ok {
+			t.Fatalf("no %s; files: %v", file, keys(files))
+		}
+		if !strings.HasSuffix(text, "{{- end }}\n") {
+			t.Errorf("%s does not end its condition:\n%s", file, text)
+		}
+		for _, w := range want {
+			if !strings.Contains(text, w) {
+				t.Errorf("%s lacks %q:\n%s", file, w, text)
+			}
+		}
+	}
+	if values := files["values.yaml"]; !strings.Contains(values, "metrics:\n  # serviceMonitor") ||
+		!strings.Contains(values, "    enabled: false\n") {
+		t.Errorf("values.yaml has no metrics options, off:\n%s", values)
+	}
+
+	o.monitoring = ""
+	files, err = generate([]byte(strings.ReplaceAll(rendered, "%s", h)), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(files["values.yaml"], "serviceMonitor") {
+		t.Errorf("values.yaml offers monitoring options without monitoring objects:\n%s", files["values.yaml"])
+	}
+}
+
+// TestRepositoryMonitoring renders the repository's config/prometheus as `make helm` does.
+func TestRepositoryMonitoring(t *testing.T) {
+	objects, err := renderKustomization(filepath.Join("..", "..", "config", "prometheus"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{}
+	if err := addMonitoring(files, objects, "kaddons-system"); err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 2 || files["templates/prometheus/controller-manager-metrics-monitor.yaml"] == "" ||
+		files["templates/prometheus/alerts.yaml"] == "" {
+		t.Errorf("templates of config/prometheus: %v, want the ServiceMonitor and the PrometheusRule", keys(files))
+	}
+}
+
+func TestEscapeTemplates(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain":                     "plain",
+		"{{ $labels.name }}":        "{{`{{`}} $labels.name {{`}}`}}",
+		"a {{x}} and {{ y }} again": "a {{`{{`}}x{{`}}`}} and {{`{{`}} y {{`}}`}} again",
+	} {
+		if got := escapeTemplates(in); got != want {
+			t.Errorf("escapeTemplates(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
