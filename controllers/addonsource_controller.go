@@ -154,25 +154,31 @@ func (r *AddonSourceReconciler) recordEvents(before, after *addonsv1alpha1.Addon
 	r.Recorder.Eventf(after, nil, corev1.EventTypeWarning, newReady.Reason, "Fetch", "%s", newReady.Message)
 }
 
-// Source fetch metrics, by AddonSource name. An AddonSource is cluster-scoped: its name
-// alone identifies it.
+// Labels of the source fetch metrics. An AddonSource is cluster-scoped: its name alone
+// identifies it.
+const (
+	labelSource = "source"
+	labelResult = "result"
+)
+
+// Source fetch metrics, by AddonSource name.
 var (
 	sourceFetches = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kaddons_source_fetch_total",
 		Help: "Fetches of each AddonSource by result: success, or the reason its Ready condition gives for the failure " +
 			"(FetchFailed, VerificationFailed, DigestMismatch, OperatorMismatch, ...).",
-	}, []string{"source", "result"})
+	}, []string{labelSource, labelResult})
 
 	sourceFetchDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "kaddons_source_fetch_duration_seconds",
 		Help:    "Duration of the fetches of each AddonSource (download, verification, extraction and pre-flight check), failures included.",
 		Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
-	}, []string{"source"})
+	}, []string{labelSource})
 
 	sourceReady = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "kaddons_source_ready",
 		Help: "1 when the AddonSource's last fetch succeeded and its artifact passed the checks (Ready), 0 otherwise.",
-	}, []string{"source"})
+	}, []string{labelSource})
 )
 
 // fetchSuccess is the result label of a fetch that left the source Ready.
@@ -199,7 +205,7 @@ func recordFetch(source string, ready *metav1.Condition, took time.Duration) {
 
 // forgetSource removes the series of a deleted AddonSource.
 func forgetSource(source string) {
-	sourceFetches.DeletePartialMatch(prometheus.Labels{"source": source})
+	sourceFetches.DeletePartialMatch(prometheus.Labels{labelSource: source})
 	sourceFetchDuration.DeleteLabelValues(source)
 	sourceReady.DeleteLabelValues(source)
 }
