@@ -104,6 +104,9 @@ metadata:
 spec:
   version: %q
   replicas: 1
+  upgrade:
+    # The runs move between 1.11.3-extra and 1.12.1 both ways.
+    allowDowngrade: true
 `, ns, labelFaultRun, run.id, version)
 }
 
