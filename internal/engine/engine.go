@@ -423,7 +423,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if perr := r.patchStatus(ctx, original, obj); perr != nil {
 		err = errors.Join(err, perr)
 	}
-	r.recordEvents(original, obj, st)
+	r.recordEvents(ctx, original, obj, st)
 	r.recordMetrics(obj, st)
 	if err != nil {
 		return ctrl.Result{}, err

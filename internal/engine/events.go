@@ -1,15 +1,14 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/types"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 )
@@ -40,8 +39,8 @@ const (
 // author's act, status.appliedVersion and lastAppliedTime record it, and the Ready event
 // ("coredns 1.12.1 is ready") or a Warning marks how the install ended. That keeps a new
 // add-on at one write per object plus its finalizer and status.
-func (r *Reconciler) recordEvents(before, after addonsv1alpha1.Addon, st *reconcileState) {
-	r.logChanges(before, after, st)
+func (r *Reconciler) recordEvents(ctx context.Context, before, after addonsv1alpha1.Addon, st *reconcileState) {
+	logChanges(ctx, before, after, st)
 	oldStatus, newStatus := before.GetAddonStatus(), after.GetAddonStatus()
 	if oldStatus.AppliedVersion != "" && newStatus.AppliedVersion != oldStatus.AppliedVersion {
 		r.event(after, corev1.EventTypeNormal, EventUpgraded, "Apply", "Changed %s from %s to %s",
@@ -94,10 +93,6 @@ func (r *Reconciler) recordEvents(before, after addonsv1alpha1.Addon, st *reconc
 	}
 }
 
-// changesLog is the logger of the line logChanges writes: the manager's (ctrl.Log), with
-// the keys of the add-on's reconcile logger. Tests replace it.
-var changesLog = ctrl.Log
-
 // logChangedMessage is the message of the line a reconcile that changed something logs.
 const logChangedMessage = "Changed the add-on"
 
@@ -109,13 +104,14 @@ const maxLoggedObjects = 20
 // the objects it wrote and the version they belong to, the version it upgraded from (or
 // rolled back from), what it pruned, re-created, restored from drift or adopted, and the
 // version a failed upgrade rolls back to. A reconcile that changed nothing logs nothing.
-func (r *Reconciler) logChanges(before, after addonsv1alpha1.Addon, st *reconcileState) {
+// The line goes to the reconcile's logger (ctx), with its controller, add-on and
+// reconcileID keys.
+func logChanges(ctx context.Context, before, after addonsv1alpha1.Addon, st *reconcileState) {
 	kv := changes(before, after, st)
 	if len(kv) == 0 {
 		return
 	}
-	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: after.GetNamespace(), Name: after.GetName()}}
-	r.logConstructor(changesLog)(&req).Info(logChangedMessage, kv...)
+	log.FromContext(ctx).Info(logChangedMessage, kv...)
 }
 
 // changes returns the key and value pairs of the change log line; none when the

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -13,7 +14,10 @@ import (
 	"github.com/go-logr/logr/funcr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
 	"github.com/kaddons/kaddons/internal/channels"
@@ -79,7 +83,7 @@ func TestRecordEvents(t *testing.T) {
 			before, after := &addonsv1alpha1.CoreDNS{}, &addonsv1alpha1.CoreDNS{}
 			before.Status.AddonStatus, after.Status.AddonStatus = tc.before, tc.after
 			st := &reconcileState{resolved: channels.Resolved{Addon: "coredns"}}
-			r.recordEvents(before, after, st)
+			r.recordEvents(context.Background(), before, after, st)
 			close(rec.Events)
 			var got []string
 			for e := range rec.Events {
@@ -163,9 +167,7 @@ func TestLogChanges(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var lines []string
-			saved := changesLog
-			changesLog = funcr.NewJSON(func(line string) { lines = append(lines, line) }, funcr.Options{})
-			t.Cleanup(func() { changesLog = saved })
+			sink := funcr.NewJSON(func(line string) { lines = append(lines, line) }, funcr.Options{})
 
 			r := &Reconciler{recorder: &events.FakeRecorder{}, name: "coredns",
 				gvk: schema.GroupVersionKind{Group: addonsv1alpha1.GroupVersion.Group, Kind: "CoreDNS"}}
@@ -174,7 +176,11 @@ func TestLogChanges(t *testing.T) {
 				o.Namespace, o.Name, o.Generation = "kube-system", "coredns", 1
 			}
 			before.Status.AddonStatus, after.Status.AddonStatus = tc.before, tc.after
-			r.recordEvents(before, after, &tc.st)
+			// The reconcile's logger, as controller-runtime builds it (the manager's
+			// logConstructor, with the request).
+			req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "kube-system", Name: "coredns"}}
+			ctx := log.IntoContext(context.Background(), r.logConstructor(sink)(&req))
+			r.recordEvents(ctx, before, after, &tc.st)
 
 			if tc.want == nil {
 				if len(lines) != 0 {
