@@ -136,7 +136,7 @@ func edits() []edit {
 		}},
 		{"config/samples/kustomization.yaml", func(s string, n names) (string, error) {
 			entry := "- addons_v1alpha1_" + n.Lower + ".yaml\n"
-			return insertBefore(s, entry, "- addons_v1alpha1_addonsource.yaml\n", entry, "")
+			return insertBefore(s, entry, "- addons_v1alpha1_package.yaml\n", entry, "")
 		}},
 		{"config/rbac/addons_editor_role.yaml", addToRoleLists},
 		{"config/rbac/addons_viewer_role.yaml", addToRoleLists},
