@@ -236,7 +236,12 @@ $(LOCALBIN):
 
 ## Tool binaries
 TOOLCHAIN_DIR ?= $(shell hack/toolchain.sh dir)
-KUBECTL ?= $(TOOLCHAIN_DIR)/kubectl
+## KUBECTL_PINNED is the pinned kubectl (Kubernetes v1.37.2, hack/tools/kube), built from source.
+KUBECTL_PINNED = $(TOOLCHAIN_DIR)/kubectl
+## KUBECTL is the kubectl the recipes run: the one on PATH when its version is within one
+## minor of the pinned one (1.36 to 1.38), else KUBECTL_PINNED, which `make kubectl` builds.
+## Worked out once, when a recipe first needs it; KUBECTL=path on the command line wins.
+KUBECTL ?= $(eval KUBECTL := $(or $(kubectl-on-path),$(KUBECTL_PINNED)))$(KUBECTL)
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint
 GOVULNCHECK ?= $(LOCALBIN)/govulncheck
@@ -251,8 +256,16 @@ VULNDB_VERSION ?= v0.0.0-20261105234957-e22db6528018
 VULNDB_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kaddons/vulndb/$(VULNDB_VERSION)
 
 .PHONY: kubectl
-kubectl: ## Build the pinned kubectl from source into bin/k8s (it also provides kustomize).
-	hack/toolchain.sh build kubectl
+kubectl: ## Provide KUBECTL (it also provides kustomize): a kubectl on PATH within one minor of the pinned v1.37.2, else the pinned one, built from source into bin/k8s.
+	@if [ "$(KUBECTL)" = "$(KUBECTL_PINNED)" ]; then hack/toolchain.sh build kubectl; \
+	else echo "Using $(KUBECTL): $$($(KUBECTL) version --client | head -n 1)"; fi
+
+# kubectl-on-path expands to the kubectl on PATH when its client is v1.N with N within one
+# of the pinned minor (read from TOOLCHAIN_DIR, k8s-v1.37.2_...), and to nothing otherwise.
+kubectl-on-path = $(shell k="$$(command -v kubectl)" || exit 0; \
+	pinned="$$(basename "$(TOOLCHAIN_DIR)" | sed -n 's/^k8s-v1\.\([0-9][0-9]*\)\..*/\1/p')"; \
+	minor="$$("$$k" version --client -o json 2>/dev/null | sed -n 's/.*"gitVersion": *"v1\.\([0-9][0-9]*\)\..*/\1/p')"; \
+	if [ -n "$$pinned" ] && [ -n "$$minor" ] && [ "$$minor" -ge "$$((pinned - 1))" ] && [ "$$minor" -le "$$((pinned + 1))" ]; then echo "$$k"; fi)
 
 .PHONY: controller-gen
 controller-gen: $(CONTROLLER_GEN) ## Build controller-gen into bin/.
