@@ -78,8 +78,9 @@ func deleteAddons(t *testing.T, ns string) {
 	// All kinds in one command, as `kubectl delete addons --all` does: an add-on that
 	// others depend on waits for them (DependentsExist), so kind by kind could wait for a
 	// kind not deleted yet.
-	var resources []string
-	for _, kind := range addonKinds(t) {
+	kinds := addonKinds(t)
+	resources := make([]string, 0, len(kinds))
+	for _, kind := range kinds {
 		resources = append(resources, strings.ToLower(kind.Kind)+"."+kind.Group)
 	}
 	all := strings.Join(resources, ",")
