@@ -37,7 +37,18 @@ manager:
   replicas: %s
   # resources of the manager container. GOMEMLIMIT follows limits.memory.
   resources:
-%s  # config is the configuration file (kind OperatorConfiguration), as text or as a map.
+%s  # nodeSelector, affinity and tolerations place the manager's pods. The tolerations
+  # let it run on control-plane nodes and on nodes that are not ready yet (no CNI, no
+  # cloud controller manager): replacing them can keep it off a bootstrapping cluster.
+  nodeSelector:%s  affinity:%s  tolerations:%s  # imagePullSecrets name Secrets in the release namespace for pulling the image.
+  imagePullSecrets:%s  # podAnnotations and podLabels are added to the manager's pods. The pods' own labels
+  # (the Deployment's selector) and annotations stay as they are.
+  podAnnotations: {}
+  podLabels: {}
+  # extraEnv is a list of EnvVar added to the manager container's environment, such as
+  # KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT where no kube-proxy runs yet.
+  extraEnv: []
+  # config is the configuration file (kind OperatorConfiguration), as text or as a map.
   # It is mounted at /etc/kaddons; a change rolls the manager out. The manager runs on the
   # host network: keep the metrics and probe ports (18443, 18081) unless you also change
   # the chart's container ports.
@@ -49,7 +60,13 @@ crds:
   # keep them (helm.sh/resource-policy: keep) when the chart is uninstalled, so that the
   # add-ons and what they installed stay. Delete them by hand to remove everything.
   keep: true
-`, repository, tag, m.replicas, indent(m.resources, 4), strings.TrimRight(indent(m.config, 4), "\n"))
+serviceAccount:
+  # annotations of the manager's ServiceAccount.
+  annotations: {}
+`, repository, tag, m.replicas, indent(m.resources, 4),
+		block(m.podFields["nodeSelector"]), block(m.podFields["affinity"]),
+		block(m.podFields["tolerations"]), block(m.podFields["imagePullSecrets"]),
+		strings.TrimRight(indent(m.config, 4), "\n"))
 	if monitoring {
 		values += monitoringValuesYAML
 	}
@@ -73,6 +90,15 @@ metrics:
     # labels added to the PrometheusRule, for the Prometheus that selects it.
     labels: {}
 `
+
+// block returns a value of the values file after its key: on the key's line when it is
+// one line ({} or []), else on the next lines, indented under the key.
+func block(value string) string {
+	if !strings.Contains(strings.TrimSuffix(value, "\n"), "\n") && (strings.HasPrefix(value, "{") || strings.HasPrefix(value, "[")) {
+		return " " + value
+	}
+	return "\n" + indent(value, 4)
+}
 
 // indent prefixes every non-empty line of s with n spaces.
 func indent(s string, n int) string {

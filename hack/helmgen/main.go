@@ -10,6 +10,11 @@
 //   - app.kubernetes.io/managed-by: kustomize becomes the release service (Helm);
 //   - the manager Deployment's replicas, image and resources come from manager.replicas,
 //     manager.image and manager.resources;
+//   - the manager pods' nodeSelector, affinity, tolerations and imagePullSecrets come from
+//     manager.* (the Deployment's own are the defaults), manager.podAnnotations and
+//     manager.podLabels are added to the pods' own (which win, so the selector stays),
+//     manager.extraEnv is appended to the manager container's env, and
+//     serviceAccount.annotations go on the manager's ServiceAccount;
 //   - the configuration file (the manager-config ConfigMap) comes from manager.config,
 //     and the ConfigMap's name carries a hash of it computed as kustomize does, so that a
 //     change rolls the Deployment out and the default values give install.yaml's name;
@@ -110,6 +115,9 @@ const (
 	kindCRD       = "CustomResourceDefinition"
 	kindConfigMap = "ConfigMap"
 	kindPDB       = "PodDisruptionBudget"
+	kindDeploy    = "Deployment"
+
+	fieldMetadata = "metadata"
 )
 
 // pdbGuard renders a PodDisruptionBudget only above one replica. installer applies the
@@ -127,7 +135,7 @@ func installer(in []byte, container string) ([]byte, error) {
 	replicas := -1
 	for _, doc := range docs {
 		n, err := yaml.Parse(doc)
-		if err != nil || n.IsNilOrEmpty() || n.GetKind() != "Deployment" || !hasContainer(n, container) {
+		if err != nil || n.IsNilOrEmpty() || n.GetKind() != kindDeploy || !hasContainer(n, container) {
 			continue
 		}
 		replicas = 1
@@ -167,6 +175,15 @@ const (
 	phConfig    = "KADDONS_HELM_CONFIG"
 	phConfigMap = "KADDONS_HELM_CONFIGMAP_NAME"
 	phKeep      = "KADDONS_HELM_KEEP"
+	// phWith is a field's value, followed by a values path: the field is rendered, with
+	// that value, only when the value is not empty.
+	phWith = "KADDONS_HELM_WITH"
+	// phMerge is a key whose value is a values path (a map) followed by the keys already
+	// in the mapping: the map's other entries are added to the mapping.
+	phMerge = "KADDONS_HELM_MERGE"
+	// phAppend is a list element, followed by a values path (a list) whose elements take
+	// its place.
+	phAppend = "KADDONS_HELM_APPEND"
 	// phLabels is a label whose value names the values of metrics (serviceMonitor,
 	// prometheusRule) whose labels take its place.
 	phLabels = "KADDONS_HELM_LABELS"
@@ -184,6 +201,19 @@ type manager struct {
 	replicas  string
 	resources string // YAML
 	config    string
+	// podFields are the scheduling fields of the pod spec (podFields), as YAML.
+	podFields map[string]string
+	// serviceAccount is the name of the manager's ServiceAccount.
+	serviceAccount string
+}
+
+// podFields are the pod spec's fields that values of manager set, by value name. The
+// Deployment's own become the defaults, so that the default values render it as it is.
+var podFields = []struct{ field, value, empty string }{
+	{field: "nodeSelector", value: "nodeSelector", empty: "{}"},
+	{field: "affinity", value: "affinity", empty: "{}"},
+	{field: "tolerations", value: "tolerations", empty: "[]"},
+	{field: "imagePullSecrets", value: "imagePullSecrets", empty: "[]"},
 }
 
 // generate returns the chart's files by path relative to the chart folder.
@@ -198,6 +228,15 @@ func generate(in []byte, o options) (map[string]string, error) {
 	}
 	files := map[string]string{}
 	var m manager
+	for _, n := range nodes {
+		if n.GetKind() == kindDeploy && hasContainer(n, o.container) {
+			sa, err := n.Pipe(yaml.Lookup("spec", "template", "spec", "serviceAccountName"))
+			if err != nil {
+				return nil, err
+			}
+			m.serviceAccount = yaml.GetValue(sa)
+		}
+	}
 	for _, n := range nodes {
 		if n.GetKind() == "Namespace" {
 			continue
@@ -300,12 +339,16 @@ func templateObject(n *yaml.RNode, namespace, configMapName string, o options, m
 		if m.config, err = templateConfigMap(n, o.configKey); err != nil {
 			return "", "", err
 		}
-	case n.GetKind() == "Deployment" && hasContainer(n, o.container):
+	case n.GetKind() == kindDeploy && hasContainer(n, o.container):
 		if err := templateDeployment(n, o.container, configMapName, m); err != nil {
 			return "", "", err
 		}
 	case n.GetKind() == kindCRD:
 		if err := n.PipeE(yaml.SetAnnotation("helm.sh/resource-policy", phKeep)); err != nil {
+			return "", "", err
+		}
+	case n.GetKind() == "ServiceAccount" && n.GetName() == m.serviceAccount && m.serviceAccount != "":
+		if err := mergeInto(n, []string{fieldMetadata}, "annotations", "serviceAccount.annotations", true); err != nil {
 			return "", "", err
 		}
 	}
@@ -495,6 +538,9 @@ func templateDeployment(n *yaml.RNode, container, configMap string, m *manager) 
 	if err := c.PipeE(yaml.SetField("resources", yaml.NewStringRNode(phResources))); err != nil {
 		return err
 	}
+	if err := templatePod(n, c, m); err != nil {
+		return err
+	}
 	volumes, err := n.Pipe(yaml.Lookup("spec", "template", "spec", "volumes"))
 	if err != nil {
 		return err
@@ -519,6 +565,113 @@ func templateDeployment(n *yaml.RNode, container, configMap string, m *manager) 
 	return nil
 }
 
+// templatePod puts the values of the pod's scheduling fields, annotations and labels, and
+// the container's extra environment in, and records the Deployment's scheduling fields as
+// their defaults in m.
+func templatePod(n, c *yaml.RNode, m *manager) error {
+	spec, err := n.Pipe(yaml.Lookup("spec", "template", "spec"))
+	if err != nil || spec == nil {
+		return fmt.Errorf("no pod spec: %w", err)
+	}
+	m.podFields = map[string]string{}
+	for _, f := range podFields {
+		v, err := spec.Pipe(yaml.Lookup(f.field))
+		if err != nil {
+			return err
+		}
+		m.podFields[f.value] = f.empty + "\n"
+		if v != nil {
+			blockStyle(v.YNode())
+			if m.podFields[f.value], err = v.String(); err != nil {
+				return err
+			}
+		}
+		if err := spec.PipeE(yaml.SetField(f.field, yaml.NewStringRNode(phWith+" manager."+f.value))); err != nil {
+			return err
+		}
+	}
+	if err := mergeInto(n, []string{"spec", "template", fieldMetadata}, "annotations", "manager.podAnnotations", true); err != nil {
+		return err
+	}
+	if err := mergeInto(n, []string{"spec", "template", fieldMetadata}, "labels", "manager.podLabels", false); err != nil {
+		return err
+	}
+	env, err := c.Pipe(yaml.LookupCreate(yaml.SequenceNode, "env"))
+	if err != nil {
+		return err
+	}
+	env.YNode().Style = 0 // a placeholder must be on a line of its own
+	return env.PipeE(yaml.Append(yaml.NewStringRNode(phAppend + " manager.extraEnv").YNode()))
+}
+
+// blockStyle writes the mappings and sequences under node in block style, as the values
+// file does.
+func blockStyle(node *yaml.Node) {
+	if node.Kind == yaml.MappingNode || node.Kind == yaml.SequenceNode {
+		node.Style = 0
+	}
+	for _, c := range node.Content {
+		blockStyle(c)
+	}
+}
+
+// mergeInto adds the entries of the map at the values path value to the mapping field of
+// the mapping at path, less the keys the mapping has already (they stay as they are). When
+// the mapping does not exist and optional is true, the field is rendered only when the map
+// is not empty.
+func mergeInto(n *yaml.RNode, path []string, field, value string, optional bool) error {
+	parent, err := n.Pipe(yaml.LookupCreate(yaml.MappingNode, path...))
+	if err != nil {
+		return err
+	}
+	mapping, err := parent.Pipe(yaml.Lookup(field))
+	if err != nil {
+		return err
+	}
+	if mapping == nil || len(mapping.Content()) == 0 {
+		if !optional {
+			return fmt.Errorf("%s.%s is empty", strings.Join(path, "."), field)
+		}
+		return parent.PipeE(yaml.SetField(field, yaml.NewStringRNode(phWith+" "+value)))
+	}
+	mapping.YNode().Style = 0 // a placeholder must be on a line of its own
+	keys, err := mapping.Fields()
+	if err != nil {
+		return err
+	}
+	return mapping.PipeE(yaml.SetField(phMerge, yaml.NewStringRNode(strings.Join(append([]string{value}, keys...), " "))))
+}
+
+// expandLine returns the template text of a line that holds a phWith, phMerge or phAppend
+// placeholder, and false for other lines.
+func expandLine(line string) (string, bool) {
+	indent := len(line) - len(strings.TrimLeft(line, " "))
+	pad := strings.Repeat(" ", indent)
+	trimmed := strings.TrimSpace(line)
+	unquote := func(s string) []string { return strings.Fields(strings.Trim(s, `'"`)) }
+	switch {
+	case strings.HasPrefix(trimmed, phMerge+": "):
+		args := unquote(strings.TrimPrefix(trimmed, phMerge+": "))
+		with := ".Values." + args[0]
+		if len(args) > 1 {
+			with = "omit " + with + ` "` + strings.Join(args[1:], `" "`) + `"`
+		}
+		return fmt.Sprintf("{{- with %s }}\n{{- toYaml . | nindent %d }}\n{{- end }}\n", with, indent), true
+	case strings.HasPrefix(trimmed, "- "):
+		args := unquote(strings.TrimPrefix(trimmed, "- "))
+		if len(args) != 2 || args[0] != phAppend {
+			return "", false
+		}
+		return fmt.Sprintf("{{- with .Values.%s }}\n{{- toYaml . | nindent %d }}\n{{- end }}\n", args[1], indent), true
+	}
+	key, value, ok := strings.Cut(trimmed, ": ")
+	args := unquote(value)
+	if !ok || len(args) != 2 || args[0] != phWith {
+		return "", false
+	}
+	return fmt.Sprintf("{{- with .Values.%s }}\n%s%s:\n{{- toYaml . | nindent %d }}\n{{- end }}\n", args[1], pad, key, indent+2), true
+}
+
 // expand replaces the placeholders with template expressions. Block values (resources,
 // the configuration file) are indented to the key's column plus two.
 func expand(text string) (string, error) {
@@ -529,6 +682,10 @@ func expand(text string) (string, error) {
 	for _, line := range strings.SplitAfter(text, "\n") {
 		indent := len(line) - len(strings.TrimLeft(line, " "))
 		trimmed := strings.TrimSpace(line)
+		if text, ok := expandLine(line); ok {
+			out.WriteString(text)
+			continue
+		}
 		switch {
 		case strings.HasSuffix(trimmed, ": "+phResources):
 			key := strings.TrimSuffix(trimmed, " "+phResources)

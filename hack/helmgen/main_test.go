@@ -30,8 +30,14 @@ metadata:
     app.kubernetes.io/managed-by: kustomize
 spec:
   replicas: 2
+  selector:
+    matchLabels: {app: op}
   template:
+    metadata:
+      labels: {app: op}
     spec:
+      serviceAccountName: op-controller-manager
+      tolerations: [{key: node-role.kubernetes.io/control-plane, operator: Exists}]
       containers:
       - name: manager
         image: registry.example.com/op:v1
@@ -40,6 +46,12 @@ spec:
       - name: config
         configMap:
           name: op-manager-config-%s
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: op-controller-manager
+  namespace: op-system
 ---
 apiVersion: policy/v1
 kind: PodDisruptionBudget
@@ -77,10 +89,21 @@ func TestGenerate(t *testing.T) {
 		`image: {{ include "kaddons.image" . }}`,
 		"resources:\n{{- toYaml .Values.manager.resources | nindent 10 }}",
 		`name: {{ include "kaddons.configMapName" . }}`,
+		"{{- with .Values.manager.tolerations }}\n      tolerations:\n{{- toYaml . | nindent 8 }}\n{{- end }}\n",
+		"{{- with .Values.manager.nodeSelector }}\n      nodeSelector:\n{{- toYaml . | nindent 8 }}\n{{- end }}\n",
+		"{{- with .Values.manager.affinity }}\n      affinity:\n",
+		"{{- with .Values.manager.imagePullSecrets }}\n      imagePullSecrets:\n",
+		"{{- with .Values.manager.podAnnotations }}\n      annotations:\n{{- toYaml . | nindent 8 }}\n{{- end }}\n",
+		"        app: op\n{{- with omit .Values.manager.podLabels \"app\" }}\n{{- toYaml . | nindent 8 }}\n{{- end }}\n",
+		"{{- with .Values.manager.extraEnv }}\n{{- toYaml . | nindent 8 }}\n{{- end }}\n",
 	} {
 		if !strings.Contains(deploy, want) {
 			t.Errorf("the Deployment template lacks %q:\n%s", want, deploy)
 		}
+	}
+	if sa := files["templates/rbac/controller-manager.yaml"]; !strings.Contains(sa,
+		"{{- with .Values.serviceAccount.annotations }}\n  annotations:\n{{- toYaml . | nindent 4 }}\n{{- end }}\n") {
+		t.Errorf("the ServiceAccount template takes no serviceAccount.annotations:\n%s", sa)
 	}
 	pdb := files["templates/manager/controller-manager-poddisruptionbudget.yaml"]
 	if !strings.HasPrefix(pdb, "{{- if gt (int .Values.manager.replicas) 1 }}\n") || !strings.HasSuffix(pdb, "{{- end }}\n") ||
@@ -92,6 +115,9 @@ func TestGenerate(t *testing.T) {
 	}
 	values := files["values.yaml"]
 	for _, want := range []string{"repository: registry.example.com/op", `tag: "v1"`, "replicas: 2", "memory: 1Gi",
+		"  nodeSelector: {}\n", "  affinity: {}\n", "  imagePullSecrets: []\n", "  extraEnv: []\n",
+		"  tolerations:\n    - key: node-role.kubernetes.io/control-plane\n      operator: Exists\n",
+		"serviceAccount:\n  # annotations of the manager's ServiceAccount.\n  annotations: {}\n",
 		"config: |\n    kind: OperatorConfiguration"} {
 		if !strings.Contains(values, want) {
 			t.Errorf("values.yaml lacks %q:\n%s", want, values)

@@ -255,6 +255,30 @@ manager:
 		vals:  "manager: {replicas: 2}\n",
 		check: checkPDB(true),
 	}, {
+		name: "scheduling, pull secrets, pod metadata, ServiceAccount annotations and extra environment", namespace: operatorNamespace,
+		vals: `
+manager:
+  nodeSelector: {kubernetes.io/os: linux, pool: system}
+  affinity:
+    nodeAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        nodeSelectorTerms: [{matchExpressions: [{key: pool, operator: In, values: [system]}]}]
+  tolerations: [{key: dedicated, operator: Equal, value: addons, effect: NoSchedule}]
+  imagePullSecrets: [{name: registry-credentials}]
+  podAnnotations: {example.com/owner: platform, kubectl.kubernetes.io/default-container: other}
+  podLabels: {team: platform, control-plane: other}
+  extraEnv:
+  - {name: KUBERNETES_SERVICE_HOST, value: 10.0.0.1}
+  - {name: KUBERNETES_SERVICE_PORT, value: "6443"}
+serviceAccount:
+  annotations: {eks.amazonaws.com/role-arn: "arn:aws:iam::111122223333:role/kaddons"}
+`,
+		check: checkPodValues,
+	}, {
+		name: "no tolerations", namespace: operatorNamespace,
+		vals:  "manager: {tolerations: []}\n",
+		check: checkNoTolerations,
+	}, {
 		name: "CRDs not kept", namespace: operatorNamespace,
 		vals:  "crds: {keep: false}\n",
 		check: checkCRDsNotKept,
@@ -298,6 +322,57 @@ func checkImageReplicasResources(t *testing.T, r rendered) {
 	pdb := r.objects["PodDisruptionBudget "+operatorNamespace+"/kaddons-controller-manager"]
 	if diff := cmp.Diff(get(r.deploy, "spec", "selector", "matchLabels"), get(pdb, "spec", "selector", "matchLabels")); diff != "" || pdb == nil {
 		t.Errorf("the PodDisruptionBudget does not select the manager's pods: %s", diff)
+	}
+}
+
+// checkPodValues checks that the pod values land on the Deployment's pods and the
+// ServiceAccount, that the pods' own labels and annotations win over podLabels and
+// podAnnotations (the selector stays), and that extraEnv comes after the chart's variables.
+func checkPodValues(t *testing.T, r rendered) {
+	pod := get(r.deploy, "spec", "template")
+	for _, tc := range []struct {
+		path []string
+		want any
+	}{
+		{path: []string{"spec", "nodeSelector"}, want: map[string]any{"kubernetes.io/os": "linux", "pool": "system"}},
+		{path: []string{"spec", "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"}, want: map[string]any{
+			"nodeSelectorTerms": []any{map[string]any{"matchExpressions": []any{
+				map[string]any{"key": "pool", "operator": "In", "values": []any{"system"}}}}}}},
+		{path: []string{"spec", "tolerations"}, want: []any{
+			map[string]any{"key": "dedicated", "operator": "Equal", "value": "addons", "effect": "NoSchedule"}}},
+		{path: []string{"spec", "imagePullSecrets"}, want: []any{map[string]any{"name": "registry-credentials"}}},
+		{path: []string{"metadata", "annotations"}, want: map[string]any{
+			"example.com/owner": "platform", "kubectl.kubernetes.io/default-container": "manager"}},
+		{path: []string{"metadata", "labels"}, want: map[string]any{
+			"team": "platform", "app.kubernetes.io/name": "kaddons", "control-plane": "controller-manager"}},
+	} {
+		if diff := cmp.Diff(tc.want, get(pod, tc.path...)); diff != "" {
+			t.Errorf("pod %s (-want +got):\n%s", strings.Join(tc.path, "."), diff)
+		}
+	}
+	if diff := cmp.Diff(map[string]any{"app.kubernetes.io/name": "kaddons", "control-plane": "controller-manager"},
+		get(r.deploy, "spec", "selector", "matchLabels")); diff != "" {
+		t.Errorf("the selector changed (-want +got):\n%s", diff)
+	}
+	var names []string
+	for _, e := range r.container["env"].([]any) {
+		names = append(names, e.(map[string]any)["name"].(string))
+	}
+	if diff := cmp.Diff([]string{"POD_NAMESPACE", "POD_SERVICE_ACCOUNT", "GOMEMLIMIT",
+		"KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"}, names); diff != "" {
+		t.Errorf("env (-want +got):\n%s", diff)
+	}
+	sa := r.objects["ServiceAccount "+operatorNamespace+"/"+get(r.deploy, "spec", "template", "spec", "serviceAccountName").(string)]
+	if diff := cmp.Diff(map[string]any{"eks.amazonaws.com/role-arn": "arn:aws:iam::111122223333:role/kaddons"},
+		get(sa, "metadata", "annotations")); diff != "" {
+		t.Errorf("ServiceAccount annotations (-want +got):\n%s", diff)
+	}
+}
+
+// checkNoTolerations checks that empty tolerations leave the field out.
+func checkNoTolerations(t *testing.T, r rendered) {
+	if tolerations, ok := get(r.deploy, "spec", "template", "spec").(map[string]any)["tolerations"]; ok {
+		t.Errorf("tolerations %v, want no field", tolerations)
 	}
 }
 
