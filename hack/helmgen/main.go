@@ -7,7 +7,9 @@
 //
 //   - the operator's namespace becomes the release namespace, and the Namespace object is
 //     left out (helm install --create-namespace makes it);
-//   - app.kubernetes.io/managed-by: kustomize becomes the release service (Helm);
+//   - every object's labels app.kubernetes.io/name and managed-by (kustomize's) become the
+//     chart's standard labels (helm.sh/chart, app.kubernetes.io/name, instance, version,
+//     managed-by: the helper kaddons.labels); selectors and pod labels stay as they are;
 //   - the manager Deployment's replicas, image and resources come from manager.replicas,
 //     manager.image and manager.resources;
 //   - the manager pods' nodeSelector, affinity, tolerations and imagePullSecrets come from
@@ -118,6 +120,10 @@ const (
 	kindDeploy    = "Deployment"
 
 	fieldMetadata = "metadata"
+
+	chartName      = "kaddons"
+	labelName      = "app.kubernetes.io/name"
+	labelManagedBy = "app.kubernetes.io/managed-by"
 )
 
 // pdbGuard renders a PodDisruptionBudget only above one replica. installer applies the
@@ -168,13 +174,15 @@ func installer(in []byte, container string) ([]byte, error) {
 // Placeholders stand in for template expressions while the objects are YAML.
 const (
 	phNamespace = "KADDONS_HELM_RELEASE_NAMESPACE"
-	phService   = "KADDONS_HELM_RELEASE_SERVICE"
-	phReplicas  = "KADDONS_HELM_REPLICAS"
-	phImage     = "KADDONS_HELM_IMAGE"
-	phResources = "KADDONS_HELM_RESOURCES"
-	phConfig    = "KADDONS_HELM_CONFIG"
-	phConfigMap = "KADDONS_HELM_CONFIGMAP_NAME"
-	phKeep      = "KADDONS_HELM_KEEP"
+	// phStandardLabels is a label that the chart's standard labels (kaddons.labels) take
+	// the place of.
+	phStandardLabels = "KADDONS_HELM_STANDARD_LABELS"
+	phReplicas       = "KADDONS_HELM_REPLICAS"
+	phImage          = "KADDONS_HELM_IMAGE"
+	phResources      = "KADDONS_HELM_RESOURCES"
+	phConfig         = "KADDONS_HELM_CONFIG"
+	phConfigMap      = "KADDONS_HELM_CONFIGMAP_NAME"
+	phKeep           = "KADDONS_HELM_KEEP"
 	// phWith is a field's value, followed by a values path: the field is rendered, with
 	// that value, only when the value is not empty.
 	phWith = "KADDONS_HELM_WITH"
@@ -444,6 +452,32 @@ func area(kind string) string {
 	}
 }
 
+// standardLabels replaces the object's app.kubernetes.io/name and managed-by labels with
+// the chart's standard labels (kaddons.labels), which hold them. Only metadata.labels
+// changes: selectors and pod templates keep their labels, as selectors are immutable.
+func standardLabels(n *yaml.RNode) error {
+	labels := n.GetLabels()
+	if name, ok := labels[labelName]; ok && name != chartName {
+		return fmt.Errorf("the label %s is %q, the chart's standard labels give %q", labelName, name, chartName)
+	}
+	if by, ok := labels[labelManagedBy]; ok && by != "kustomize" {
+		return fmt.Errorf("the label %s is %q, not kustomize", labelManagedBy, by)
+	}
+	meta, err := n.Pipe(yaml.Lookup(fieldMetadata, "labels"))
+	if err != nil {
+		return err
+	}
+	if meta != nil {
+		for _, key := range []string{labelName, labelManagedBy} {
+			if _, err := meta.Pipe(yaml.Clear(key)); err != nil {
+				return err
+			}
+		}
+		meta.YNode().Style = 0 // a placeholder must be on a line of its own
+	}
+	return n.PipeE(yaml.SetLabel(phStandardLabels, ""))
+}
+
 // templateCommon puts the release namespace and service in.
 func templateCommon(n *yaml.RNode, namespace string) error {
 	if n.GetNamespace() == namespace {
@@ -451,11 +485,8 @@ func templateCommon(n *yaml.RNode, namespace string) error {
 			return err
 		}
 	}
-	labels := n.GetLabels()
-	if labels["app.kubernetes.io/managed-by"] == "kustomize" {
-		if err := n.PipeE(yaml.SetLabel("app.kubernetes.io/managed-by", phService)); err != nil {
-			return err
-		}
+	if err := standardLabels(n); err != nil {
+		return err
 	}
 	if kind := n.GetKind(); kind == "RoleBinding" || kind == "ClusterRoleBinding" {
 		subjects, err := n.Pipe(yaml.Lookup("subjects"))
@@ -675,7 +706,7 @@ func expandLine(line string) (string, bool) {
 // expand replaces the placeholders with template expressions. Block values (resources,
 // the configuration file) are indented to the key's column plus two.
 func expand(text string) (string, error) {
-	for _, ph := range []string{phNamespace, phService, phReplicas, phImage, phResources, phConfig, phConfigMap, phKeep} {
+	for _, ph := range []string{phNamespace, phReplicas, phImage, phResources, phConfig, phConfigMap, phKeep} {
 		text = strings.NewReplacer("'"+ph+"'", ph, `"`+ph+`"`, ph).Replace(text)
 	}
 	var out strings.Builder
@@ -695,6 +726,9 @@ func expand(text string) (string, error) {
 			key := strings.TrimSuffix(trimmed, " "+phKeep)
 			fmt.Fprintf(&out, "{{- if .Values.crds.keep }}\n%s%s keep\n{{- end }}\n", strings.Repeat(" ", indent), key)
 			continue
+		case strings.HasPrefix(trimmed, phStandardLabels+":"):
+			fmt.Fprintf(&out, "{{- include \"kaddons.labels\" . | nindent %d }}\n", indent)
+			continue
 		case strings.HasPrefix(trimmed, phLabels+": "):
 			value := strings.Trim(strings.TrimPrefix(trimmed, phLabels+": "), `'"`)
 			fmt.Fprintf(&out, "{{- with .Values.metrics.%s.labels }}\n{{- toYaml . | nindent %d }}\n{{- end }}\n", value, indent)
@@ -708,7 +742,6 @@ func expand(text string) (string, error) {
 	}
 	s := strings.NewReplacer(
 		phNamespace, "{{ .Release.Namespace }}",
-		phService, "{{ .Release.Service }}",
 		phReplicas, "{{ .Values.manager.replicas }}",
 		phImage, `{{ include "kaddons.image" . }}`,
 		phConfigMap, `{{ include "kaddons.configMapName" . }}`,

@@ -84,7 +84,7 @@ func TestGenerate(t *testing.T) {
 	deploy := files["templates/manager/controller-manager.yaml"]
 	for _, want := range []string{
 		"namespace: {{ .Release.Namespace }}",
-		"app.kubernetes.io/managed-by: {{ .Release.Service }}",
+		"  labels:\n{{- include \"kaddons.labels\" . | nindent 4 }}\n",
 		"replicas: {{ .Values.manager.replicas }}",
 		`image: {{ include "kaddons.image" . }}`,
 		"resources:\n{{- toYaml .Values.manager.resources | nindent 10 }}",
@@ -104,6 +104,15 @@ func TestGenerate(t *testing.T) {
 	if sa := files["templates/rbac/controller-manager.yaml"]; !strings.Contains(sa,
 		"{{- with .Values.serviceAccount.annotations }}\n  annotations:\n{{- toYaml . | nindent 4 }}\n{{- end }}\n") {
 		t.Errorf("the ServiceAccount template takes no serviceAccount.annotations:\n%s", sa)
+	}
+	for name, text := range files {
+		if strings.HasPrefix(name, "templates/") && strings.HasSuffix(name, ".yaml") &&
+			!strings.Contains(text, "\n{{- include \"kaddons.labels\" . | nindent 4 }}\n") {
+			t.Errorf("%s has no standard labels:\n%s", name, text)
+		}
+	}
+	if strings.Contains(deploy, "app.kubernetes.io/managed-by") || strings.Contains(deploy, "selector:\n    matchLabels:\n{{") {
+		t.Errorf("the Deployment keeps kustomize's managed-by, or its selector got the standard labels:\n%s", deploy)
 	}
 	pdb := files["templates/manager/controller-manager-poddisruptionbudget.yaml"]
 	if !strings.HasPrefix(pdb, "{{- if gt (int .Values.manager.replicas) 1 }}\n") || !strings.HasSuffix(pdb, "{{- end }}\n") ||
@@ -138,6 +147,10 @@ func TestGenerateRefuses(t *testing.T) {
 			err: "stringData.ns still names the namespace op-system",
 		},
 		"no Namespace": {in: strings.ReplaceAll(rendered, "kind: Namespace", "kind: Other"), err: "no Namespace object"},
+		"another app.kubernetes.io/name": {
+			in:  strings.ReplaceAll(rendered, "%s", h) + "---\napiVersion: v1\nkind: Secret\nmetadata: {name: s, labels: {app.kubernetes.io/name: other}}\n",
+			err: `the label app.kubernetes.io/name is "other"`,
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := generate([]byte(tc.in), o)
@@ -236,13 +249,13 @@ spec:
 		"templates/prometheus/metrics.yaml": {
 			"{{- if .Values.metrics.serviceMonitor.enabled }}\n",
 			"  namespace: {{ .Release.Namespace }}\n",
-			"    app.kubernetes.io/managed-by: {{ .Release.Service }}\n" +
+			"{{- include \"kaddons.labels\" . | nindent 4 }}\n" +
 				"{{- with .Values.metrics.serviceMonitor.labels }}\n{{- toYaml . | nindent 4 }}\n{{- end }}\n",
 			"honorLabels: true",
 		},
 		"templates/prometheus/alerts.yaml": {
 			"{{- if .Values.metrics.prometheusRule.enabled }}\n",
-			"  labels:\n{{- with .Values.metrics.prometheusRule.labels }}\n{{- toYaml . | nindent 4 }}\n{{- end }}\n",
+			"  labels:\n{{- include \"kaddons.labels\" . | nindent 4 }}\n{{- with .Values.metrics.prometheusRule.labels }}\n{{- toYaml . | nindent 4 }}\n{{- end }}\n",
 			"description: '{{`{{`}} $labels.namespace {{`}}`}}/{{`{{`}} $labels.name {{`}}`}} is down'",
 		},
 	} {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -115,18 +116,47 @@ func installObjects(t *testing.T) map[string]object {
 	return decode(t, string(data))
 }
 
+// standardLabels are the labels the chart puts on every object it renders, as release
+// kaddons of the chart in dist/chart.
+func standardLabels(t *testing.T) map[string]any {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(chartDir, "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta struct {
+		Version    string `json:"version"`
+		AppVersion string `json:"appVersion"`
+	}
+	if err := yaml.Unmarshal(data, &meta); err != nil {
+		t.Fatal(err)
+	}
+	return map[string]any{
+		"helm.sh/chart":                "kaddons-" + meta.Version,
+		"app.kubernetes.io/name":       "kaddons",
+		"app.kubernetes.io/instance":   "kaddons",
+		"app.kubernetes.io/version":    meta.AppVersion,
+		"app.kubernetes.io/managed-by": "Helm",
+	}
+}
+
 // asHelmInstallsThem turns install.yaml's objects into what the chart is meant to render
-// with its defaults: no Namespace (Helm installs into the release namespace), Helm as
-// app.kubernetes.io/managed-by where kustomize was, and the CRDs kept on uninstall.
-func asHelmInstallsThem(objects map[string]object) map[string]object {
+// with its defaults: no Namespace (Helm installs into the release namespace), the
+// standard labels on every object (Helm as app.kubernetes.io/managed-by where kustomize
+// was), and the CRDs kept on uninstall.
+func asHelmInstallsThem(objects map[string]object, standard map[string]any) map[string]object {
 	out := map[string]object{}
 	for k, o := range objects {
 		if o["kind"] == "Namespace" {
 			continue
 		}
-		if labels, ok := get(o, "metadata", "labels").(map[string]any); ok && labels["app.kubernetes.io/managed-by"] == "kustomize" {
-			labels["app.kubernetes.io/managed-by"] = "Helm"
+		meta := o["metadata"].(map[string]any)
+		labels, _ := meta["labels"].(map[string]any)
+		if labels == nil {
+			labels = map[string]any{}
 		}
+		maps.Copy(labels, standard)
+		meta["labels"] = labels
 		if o["kind"] == "CustomResourceDefinition" {
 			meta := o["metadata"].(map[string]any)
 			annotations, _ := meta["annotations"].(map[string]any)
@@ -142,13 +172,51 @@ func asHelmInstallsThem(objects map[string]object) map[string]object {
 }
 
 func TestDefaultsRenderTheInstaller(t *testing.T) {
-	want := asHelmInstallsThem(installObjects(t))
+	want := asHelmInstallsThem(installObjects(t), standardLabels(t))
 	got := render(t, operatorNamespace, nil)
 	if len(want) < 10 {
 		t.Fatalf("install.yaml holds only %d objects", len(want))
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("the chart with its default values differs from dist/install.yaml (-install.yaml +chart):\n%s", diff)
+	}
+}
+
+// TestStandardLabels checks that every object carries the standard labels of its release,
+// and that no selector changes with them: selectors are immutable, so the chart's version
+// (which changes with every upgrade) must never be in one.
+func TestStandardLabels(t *testing.T) {
+	const release = "kaddons" // render's release name
+	objects := render(t, "platform", map[string]any{"metrics": map[string]any{
+		"serviceMonitor": map[string]any{"enabled": true}, "prometheusRule": map[string]any{"enabled": true}}})
+	standard := standardLabels(t)
+	if standard["app.kubernetes.io/instance"] != release {
+		t.Fatalf("render's release is not %s", release)
+	}
+	for k, o := range objects {
+		labels, _ := get(o, "metadata", "labels").(map[string]any)
+		for name, value := range standard {
+			if labels[name] != value {
+				t.Errorf("%s: label %s is %v, want %v", k, name, labels[name], value)
+			}
+		}
+	}
+	selector := map[string]any{"app.kubernetes.io/name": "kaddons", "control-plane": "controller-manager"}
+	for k, path := range map[string][]string{
+		"Deployment platform/kaddons-controller-manager":                     {"spec", "selector", "matchLabels"},
+		"Service platform/kaddons-controller-manager-metrics-service":        {"spec", "selector"},
+		"ServiceMonitor platform/kaddons-controller-manager-metrics-monitor": {"spec", "selector", "matchLabels"},
+	} {
+		if objects[k] == nil {
+			t.Errorf("no %s", k)
+			continue
+		}
+		if diff := cmp.Diff(selector, get(objects[k], path...)); diff != "" {
+			t.Errorf("%s: selector (-want +got):\n%s", k, diff)
+		}
+	}
+	if diff := cmp.Diff(selector, get(objects["Deployment platform/kaddons-controller-manager"], "spec", "template", "metadata", "labels")); diff != "" {
+		t.Errorf("the manager's pod labels (-want +got):\n%s", diff)
 	}
 }
 

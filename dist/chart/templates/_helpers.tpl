@@ -10,6 +10,23 @@
 {{- end -}}
 {{- end -}}
 
+{{/* kaddons.chart is the chart's name and version, as a label value. */}}
+{{- define "kaddons.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+kaddons.labels are the standard labels of every object the chart renders. Selectors keep
+their own labels: they are immutable, and the chart's version must never be in them.
+*/}}
+{{- define "kaddons.labels" -}}
+helm.sh/chart: {{ include "kaddons.chart" . }}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | replace "+" "_" | trunc 63 | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
 {{/* kaddons.config is the configuration file: manager.config as text, or a map as YAML, ending in a newline. */}}
 {{- define "kaddons.config" -}}
 {{- $config := .Values.manager.config -}}
