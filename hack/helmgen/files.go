@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 )
@@ -64,8 +65,8 @@ serviceAccount:
   # annotations of the manager's ServiceAccount.
   annotations: {}
 `, repository, tag, m.replicas, indent(m.resources, 4),
-		block(m.podFields["nodeSelector"]), block(m.podFields["affinity"]),
-		block(m.podFields["tolerations"]), block(m.podFields["imagePullSecrets"]),
+		block(m.podFields[fieldNodeSelector]), block(m.podFields[fieldAffinity]),
+		block(m.podFields[fieldTolerations]), block(m.podFields[fieldImagePullSecrets]),
 		strings.TrimRight(indent(m.config, 4), "\n"))
 	if monitoring {
 		values += monitoringValuesYAML
@@ -191,3 +192,92 @@ Then apply add-ons, such as a CoreDNS:
 
 docs/install.md covers upgrades and uninstalling.
 `
+
+// schemaURI is the JSON Schema draft of values.schema.json (Helm v4 validates draft-07
+// and 2020-12).
+const schemaURI = "http://json-schema.org/draft-07/schema#"
+
+const (
+	schemaType      = "type"
+	schemaAdditions = "additionalProperties"
+	typeString      = "string"
+	typeObject      = "object"
+)
+
+// nonEmptyString is a schema of a string that is not empty.
+var nonEmptyString = map[string]any{schemaType: typeString, "minLength": 1}
+
+// object is a schema of an object with these properties and no others.
+func object(properties map[string]any) map[string]any {
+	return map[string]any{schemaType: typeObject, schemaAdditions: false, "properties": properties}
+}
+
+// named is a schema of an object with a name, the other properties and no others.
+func named(properties map[string]any) map[string]any {
+	properties["name"] = nonEmptyString
+	o := object(properties)
+	o["required"] = []string{"name"}
+	return o
+}
+
+// mapOf is a schema of a map whose values match the schema values.
+func mapOf(values map[string]any) map[string]any {
+	return map[string]any{schemaType: typeObject, schemaAdditions: values}
+}
+
+// listOf is a schema of a list whose elements match the schema items.
+func listOf(items map[string]any) map[string]any {
+	return map[string]any{schemaType: "array", "items": items}
+}
+
+func typed(t any) map[string]any { return map[string]any{schemaType: t} }
+
+// valuesSchema returns values.schema.json: the type of every value of values.yaml, and no
+// unknown value at the top level or in manager, so that Helm refuses a misspelt or
+// mistyped value (manager.replicas=abc) instead of rendering around it.
+func valuesSchema(monitoring bool) (string, error) {
+	str, boolean := typed(typeString), typed("boolean")
+	quantities := mapOf(typed([]string{typeString, "number"}))
+	manager := map[string]any{
+		"image": object(map[string]any{
+			"repository": nonEmptyString,
+			"tag":        typed([]string{typeString, "number"}),
+			"digest":     map[string]any{schemaType: typeString, "pattern": "^([a-z0-9]+([+._-][a-z0-9]+)*:[a-fA-F0-9]{32,})?$"},
+		}),
+		"replicas": map[string]any{schemaType: "integer", "minimum": 0},
+		"resources": object(map[string]any{
+			"limits": quantities, "requests": quantities, "claims": listOf(typed(typeObject)),
+		}),
+		fieldNodeSelector: mapOf(str),
+		fieldAffinity:     typed(typeObject),
+		fieldTolerations: listOf(object(map[string]any{
+			"key": str, "operator": map[string]any{"enum": []string{"Exists", "Equal"}}, "value": str,
+			"effect":            map[string]any{"enum": []string{"", "NoSchedule", "PreferNoSchedule", "NoExecute"}},
+			"tolerationSeconds": typed("integer"),
+		})),
+		fieldImagePullSecrets: listOf(named(map[string]any{})),
+		"podAnnotations":      mapOf(str),
+		"podLabels":           mapOf(str),
+		"extraEnv":            listOf(named(map[string]any{"value": str, "valueFrom": typed(typeObject)})),
+		"config":              typed([]string{typeString, typeObject}),
+	}
+	properties := map[string]any{
+		"manager":        object(manager),
+		"crds":           object(map[string]any{"install": boolean, "keep": boolean}),
+		"serviceAccount": object(map[string]any{"annotations": mapOf(str)}),
+		// global is what Helm passes to every chart when this one is a subchart.
+		"global": typed(typeObject),
+	}
+	if monitoring {
+		kind := object(map[string]any{"enabled": boolean, "labels": mapOf(str)})
+		properties["metrics"] = object(map[string]any{"serviceMonitor": kind, "prometheusRule": kind})
+	}
+	schema := object(properties)
+	schema["$schema"] = schemaURI
+	schema["title"] = "Values of the kaddons chart. " + strings.TrimSpace(strings.TrimPrefix(header, "#"))
+	out, err := json.MarshalIndent(schema, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	return string(out) + "\n", nil
+}

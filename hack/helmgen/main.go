@@ -23,7 +23,9 @@
 //   - CustomResourceDefinitions get helm.sh/resource-policy: keep while crds.keep is true,
 //     so that uninstalling the chart leaves the add-ons running;
 //   - a PodDisruptionBudget is rendered only when manager.replicas is above one: a budget
-//     for a single replica protects nothing.
+//     for a single replica protects nothing;
+//   - values.schema.json gives the type of every value, and allows no unknown value at
+//     the top level or in manager, so that Helm refuses a mistyped one.
 //
 // The monitoring objects of -monitoring (config/prometheus, rendered with kustomize: the
 // Prometheus Operator's ServiceMonitor and PrometheusRule, whose CRDs config/default does
@@ -217,12 +219,20 @@ type manager struct {
 
 // podFields are the pod spec's fields that values of manager set, by value name. The
 // Deployment's own become the defaults, so that the default values render it as it is.
-var podFields = []struct{ field, value, empty string }{
-	{field: "nodeSelector", value: "nodeSelector", empty: "{}"},
-	{field: "affinity", value: "affinity", empty: "{}"},
-	{field: "tolerations", value: "tolerations", empty: "[]"},
-	{field: "imagePullSecrets", value: "imagePullSecrets", empty: "[]"},
+var podFields = []struct{ field, empty string }{
+	{field: fieldNodeSelector, empty: "{}"},
+	{field: fieldAffinity, empty: "{}"},
+	{field: fieldTolerations, empty: "[]"},
+	{field: fieldImagePullSecrets, empty: "[]"},
 }
+
+// The pod spec's fields of podFields, and the names of their values in manager.
+const (
+	fieldNodeSelector     = "nodeSelector"
+	fieldAffinity         = "affinity"
+	fieldTolerations      = "tolerations"
+	fieldImagePullSecrets = "imagePullSecrets"
+)
 
 // generate returns the chart's files by path relative to the chart folder.
 func generate(in []byte, o options) (map[string]string, error) {
@@ -275,6 +285,9 @@ func generate(in []byte, o options) (map[string]string, error) {
 	repository, tag := splitImage(m.image)
 	files["Chart.yaml"] = chartYAML(o.chartVersion, tag)
 	files["values.yaml"] = valuesYAML(repository, tag, m, monitoring)
+	if files["values.schema.json"], err = valuesSchema(monitoring); err != nil {
+		return nil, err
+	}
 	base, err := configMapBase(configMapName, o.configKey, m.config)
 	if err != nil {
 		return nil, err
@@ -610,14 +623,14 @@ func templatePod(n, c *yaml.RNode, m *manager) error {
 		if err != nil {
 			return err
 		}
-		m.podFields[f.value] = f.empty + "\n"
+		m.podFields[f.field] = f.empty + "\n"
 		if v != nil {
 			blockStyle(v.YNode())
-			if m.podFields[f.value], err = v.String(); err != nil {
+			if m.podFields[f.field], err = v.String(); err != nil {
 				return err
 			}
 		}
-		if err := spec.PipeE(yaml.SetField(f.field, yaml.NewStringRNode(phWith+" manager."+f.value))); err != nil {
+		if err := spec.PipeE(yaml.SetField(f.field, yaml.NewStringRNode(phWith+" manager."+f.field))); err != nil {
 			return err
 		}
 	}
@@ -782,7 +795,7 @@ func splitImage(image string) (repository, tag string) {
 }
 
 // write replaces the chart folder's generated files: Chart.yaml, values.yaml,
-// .helmignore and templates/.
+// values.schema.json, .helmignore and templates/.
 func write(dir string, files map[string]string) error {
 	if err := os.RemoveAll(filepath.Join(dir, "templates")); err != nil {
 		return err

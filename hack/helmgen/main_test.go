@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -132,8 +133,31 @@ func TestGenerate(t *testing.T) {
 			t.Errorf("values.yaml lacks %q:\n%s", want, values)
 		}
 	}
+	checkSchema(t, files["values.schema.json"])
 	if !strings.Contains(files["templates/_helpers.tpl"], `printf "op-manager-config-%s" $hash`) {
 		t.Errorf("the helper does not name the ConfigMap op-manager-config-<hash>:\n%s", files["templates/_helpers.tpl"])
+	}
+}
+
+// checkSchema checks that values.schema.json (without monitoring) closes the top level and
+// manager, and types manager.replicas.
+func checkSchema(t *testing.T, text string) {
+	t.Helper()
+	var schema struct {
+		Schema               string `json:"$schema"`
+		AdditionalProperties bool   `json:"additionalProperties"`
+		Properties           map[string]struct {
+			AdditionalProperties bool           `json:"additionalProperties"`
+			Properties           map[string]any `json:"properties"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal([]byte(text), &schema); err != nil {
+		t.Fatalf("values.schema.json: %v\n%s", err, text)
+	}
+	if schema.Schema != schemaURI || schema.AdditionalProperties || schema.Properties["manager"].AdditionalProperties ||
+		schema.Properties["manager"].Properties["replicas"] == nil || schema.Properties["metrics"].Properties != nil {
+		t.Errorf("values.schema.json does not close the top level and manager, types no replicas, or has metrics without monitoring:\n%s",
+			text)
 	}
 }
 
@@ -271,6 +295,9 @@ spec:
 				t.Errorf("%s lacks %q:\n%s", file, w, text)
 			}
 		}
+	}
+	if !strings.Contains(files["values.schema.json"], `"serviceMonitor"`) {
+		t.Errorf("values.schema.json has no metrics values:\n%s", files["values.schema.json"])
 	}
 	if values := files["values.yaml"]; !strings.Contains(values, "metrics:\n  # serviceMonitor") ||
 		!strings.Contains(values, "    enabled: false\n") {

@@ -17,12 +17,15 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/chart"
 	"helm.sh/helm/v4/pkg/chart/common"
+	chartutil "helm.sh/helm/v4/pkg/chart/common/util"
 	"helm.sh/helm/v4/pkg/chart/loader"
 	kubefake "helm.sh/helm/v4/pkg/kube/fake"
 	release "helm.sh/helm/v4/pkg/release"
 	"helm.sh/helm/v4/pkg/storage"
 	"helm.sh/helm/v4/pkg/storage/driver"
+	"helm.sh/helm/v4/pkg/strvals"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
@@ -42,9 +45,19 @@ type object = map[string]any
 // chart's defaults, and returns its objects by key.
 func render(t *testing.T, namespace string, vals map[string]any) map[string]object {
 	t.Helper()
+	manifest, err := renderE(namespace, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return decode(t, manifest)
+}
+
+// renderE renders the chart as render does, and returns the manifest or the error Helm
+// gives, such as that of values.schema.json.
+func renderE(namespace string, vals map[string]any) (string, error) {
 	chrt, err := loader.Load(chartDir)
 	if err != nil {
-		t.Fatalf("loading %s: %v", chartDir, err)
+		return "", fmt.Errorf("loading %s: %w", chartDir, err)
 	}
 	cfg := action.NewConfiguration()
 	cfg.Releases = storage.Init(driver.NewMemory())
@@ -57,13 +70,13 @@ func render(t *testing.T, namespace string, vals map[string]any) map[string]obje
 	install.Replace = true
 	rel, err := install.Run(chrt, vals)
 	if err != nil {
-		t.Fatalf("rendering the chart: %v", err)
+		return "", fmt.Errorf("rendering the chart: %w", err)
 	}
 	acc, err := release.NewAccessor(rel)
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
-	return decode(t, acc.Manifest())
+	return acc.Manifest(), nil
 }
 
 // decode splits a YAML stream into objects keyed by kind, namespace and name.
@@ -186,12 +199,12 @@ func TestDefaultsRenderTheInstaller(t *testing.T) {
 // and that no selector changes with them: selectors are immutable, so the chart's version
 // (which changes with every upgrade) must never be in one.
 func TestStandardLabels(t *testing.T) {
-	const release = "kaddons" // render's release name
+	const releaseName = "kaddons" // render's
 	objects := render(t, "platform", map[string]any{"metrics": map[string]any{
 		"serviceMonitor": map[string]any{"enabled": true}, "prometheusRule": map[string]any{"enabled": true}}})
 	standard := standardLabels(t)
-	if standard["app.kubernetes.io/instance"] != release {
-		t.Fatalf("render's release is not %s", release)
+	if standard["app.kubernetes.io/instance"] != releaseName {
+		t.Fatalf("render's release is not %s", releaseName)
 	}
 	for k, o := range objects {
 		labels, _ := get(o, "metadata", "labels").(map[string]any)
@@ -217,6 +230,69 @@ func TestStandardLabels(t *testing.T) {
 	}
 	if diff := cmp.Diff(selector, get(objects["Deployment platform/kaddons-controller-manager"], "spec", "template", "metadata", "labels")); diff != "" {
 		t.Errorf("the manager's pod labels (-want +got):\n%s", diff)
+	}
+}
+
+// TestSchemaRefusesBadValues checks that values.schema.json makes Helm refuse a
+// misspelt or mistyped value, as `helm install --set` gives it, and lets good ones through.
+func TestSchemaRefusesBadValues(t *testing.T) {
+	for _, tc := range []struct {
+		set     string
+		refused bool
+	}{
+		{set: "manager.replicas=abc", refused: true},
+		{set: "manager.replicas=-1", refused: true},
+		{set: "manager.replica=2", refused: true},
+		{set: "managers.replicas=2", refused: true},
+		{set: "crds.install=yes", refused: true},
+		{set: "manager.tolerations[0].operator=Always", refused: true},
+		{set: "manager.extraEnv[0].value=x", refused: true},
+		{set: "manager.imagePullSecrets[0].nam=x", refused: true},
+		{set: "manager.image.digest=latest", refused: true},
+		{set: "serviceAccount.name=other", refused: true},
+		{set: "metrics.serviceMonitor.enable=true", refused: true},
+		{set: "manager.replicas=2"},
+		{set: "manager.image.tag=1.2"},
+		{set: "manager.podLabels.team=platform"},
+		{set: "manager.extraEnv[0].name=A,manager.extraEnv[0].value=b"},
+		{set: "manager.tolerations[0].operator=Exists"},
+		{set: "manager.image.digest=sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"},
+		{set: "metrics.serviceMonitor.enabled=true"},
+		{set: "global.imageRegistry=example.com"},
+	} {
+		t.Run(tc.set, func(t *testing.T) {
+			vals := map[string]any{}
+			if err := strvals.ParseInto(tc.set, vals); err != nil {
+				t.Fatal(err)
+			}
+			_, err := renderE(operatorNamespace, vals)
+			switch {
+			case tc.refused && err == nil:
+				t.Errorf("--set %s was accepted", tc.set)
+			case tc.refused && !strings.Contains(err.Error(), "schema"):
+				t.Errorf("--set %s: refused, but not by the schema: %v", tc.set, err)
+			case !tc.refused && err != nil:
+				t.Errorf("--set %s: %v", tc.set, err)
+			}
+		})
+	}
+}
+
+// TestSchemaValidatesTheDefaults checks values.yaml against values.schema.json directly.
+func TestSchemaValidatesTheDefaults(t *testing.T) {
+	chrt, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acc, err := chart.NewAccessor(chrt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(acc.Schema()) == 0 {
+		t.Fatal("the chart has no values.schema.json")
+	}
+	if err := chartutil.ValidateAgainstSchema(chrt, acc.Values()); err != nil {
+		t.Errorf("the default values do not validate: %v", err)
 	}
 }
 
@@ -422,8 +498,9 @@ func checkPodValues(t *testing.T, r rendered) {
 		get(r.deploy, "spec", "selector", "matchLabels")); diff != "" {
 		t.Errorf("the selector changed (-want +got):\n%s", diff)
 	}
-	var names []string
-	for _, e := range r.container["env"].([]any) {
+	env := r.container["env"].([]any)
+	names := make([]string, 0, len(env))
+	for _, e := range env {
 		names = append(names, e.(map[string]any)["name"].(string))
 	}
 	if diff := cmp.Diff([]string{"POD_NAMESPACE", "POD_SERVICE_ACCOUNT", "GOMEMLIMIT",
