@@ -696,9 +696,9 @@ func expandLine(line string) (string, bool) {
 	switch {
 	case strings.HasPrefix(trimmed, phMerge+": "):
 		args := unquote(strings.TrimPrefix(trimmed, phMerge+": "))
-		with := ".Values." + args[0]
+		with := values(args[0])
 		if len(args) > 1 {
-			with = "omit " + with + ` "` + strings.Join(args[1:], `" "`) + `"`
+			with = "omit (" + with + ` | default dict) "` + strings.Join(args[1:], `" "`) + `"`
 		}
 		return fmt.Sprintf("{{- with %s }}\n{{- toYaml . | nindent %d }}\n{{- end }}\n", with, indent), true
 	case strings.HasPrefix(trimmed, "- "):
@@ -706,14 +706,27 @@ func expandLine(line string) (string, bool) {
 		if len(args) != 2 || args[0] != phAppend {
 			return "", false
 		}
-		return fmt.Sprintf("{{- with .Values.%s }}\n{{- toYaml . | nindent %d }}\n{{- end }}\n", args[1], indent), true
+		return fmt.Sprintf("{{- with %s }}\n{{- toYaml . | nindent %d }}\n{{- end }}\n", values(args[1]), indent), true
 	}
 	key, value, ok := strings.Cut(trimmed, ": ")
 	args := unquote(value)
 	if !ok || len(args) != 2 || args[0] != phWith {
 		return "", false
 	}
-	return fmt.Sprintf("{{- with .Values.%s }}\n%s%s:\n{{- toYaml . | nindent %d }}\n{{- end }}\n", args[1], pad, key, indent+2), true
+	return fmt.Sprintf("{{- with %s }}\n%s%s:\n{{- toYaml . | nindent %d }}\n{{- end }}\n", values(args[1]), pad, key, indent+2), true
+}
+
+// values is the template expression of the value at the dotted path, nil-safe at every
+// step: (.Values.manager).podLabels is empty, not an error, when the release's values
+// have no manager or no podLabels, as after `helm upgrade --reuse-values` from a release
+// made before the value existed.
+func values(path string) string {
+	parts := strings.Split(path, ".")
+	expr := ".Values." + parts[0]
+	for _, part := range parts[1:] {
+		expr = "(" + expr + ")." + part
+	}
+	return expr
 }
 
 // expand replaces the placeholders with template expressions. Block values (resources,

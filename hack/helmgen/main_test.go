@@ -90,20 +90,20 @@ func TestGenerate(t *testing.T) {
 		`image: {{ include "kaddons.image" . }}`,
 		"resources:\n{{- toYaml .Values.manager.resources | nindent 10 }}",
 		`name: {{ include "kaddons.configMapName" . }}`,
-		"{{- with .Values.manager.tolerations }}\n      tolerations:\n{{- toYaml . | nindent 8 }}\n{{- end }}\n",
-		"{{- with .Values.manager.nodeSelector }}\n      nodeSelector:\n{{- toYaml . | nindent 8 }}\n{{- end }}\n",
-		"{{- with .Values.manager.affinity }}\n      affinity:\n",
-		"{{- with .Values.manager.imagePullSecrets }}\n      imagePullSecrets:\n",
-		"{{- with .Values.manager.podAnnotations }}\n      annotations:\n{{- toYaml . | nindent 8 }}\n{{- end }}\n",
-		"        app: op\n{{- with omit .Values.manager.podLabels \"app\" }}\n{{- toYaml . | nindent 8 }}\n{{- end }}\n",
-		"{{- with .Values.manager.extraEnv }}\n{{- toYaml . | nindent 8 }}\n{{- end }}\n",
+		"{{- with (.Values.manager).tolerations }}\n      tolerations:\n{{- toYaml . | nindent 8 }}\n{{- end }}\n",
+		"{{- with (.Values.manager).nodeSelector }}\n      nodeSelector:\n{{- toYaml . | nindent 8 }}\n{{- end }}\n",
+		"{{- with (.Values.manager).affinity }}\n      affinity:\n",
+		"{{- with (.Values.manager).imagePullSecrets }}\n      imagePullSecrets:\n",
+		"{{- with (.Values.manager).podAnnotations }}\n      annotations:\n{{- toYaml . | nindent 8 }}\n{{- end }}\n",
+		"        app: op\n{{- with omit ((.Values.manager).podLabels | default dict) \"app\" }}\n{{- toYaml . | nindent 8 }}\n{{- end }}\n",
+		"{{- with (.Values.manager).extraEnv }}\n{{- toYaml . | nindent 8 }}\n{{- end }}\n",
 	} {
 		if !strings.Contains(deploy, want) {
 			t.Errorf("the Deployment template lacks %q:\n%s", want, deploy)
 		}
 	}
 	if sa := files["templates/rbac/controller-manager.yaml"]; !strings.Contains(sa,
-		"{{- with .Values.serviceAccount.annotations }}\n  annotations:\n{{- toYaml . | nindent 4 }}\n{{- end }}\n") {
+		"{{- with (.Values.serviceAccount).annotations }}\n  annotations:\n{{- toYaml . | nindent 4 }}\n{{- end }}\n") {
 		t.Errorf("the ServiceAccount template takes no serviceAccount.annotations:\n%s", sa)
 	}
 	for name, text := range files {

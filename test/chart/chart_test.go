@@ -21,6 +21,7 @@ import (
 	"helm.sh/helm/v4/pkg/chart/common"
 	chartutil "helm.sh/helm/v4/pkg/chart/common/util"
 	"helm.sh/helm/v4/pkg/chart/loader"
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	kubefake "helm.sh/helm/v4/pkg/kube/fake"
 	release "helm.sh/helm/v4/pkg/release"
 	"helm.sh/helm/v4/pkg/storage"
@@ -55,9 +56,23 @@ func render(t *testing.T, namespace string, vals map[string]any) map[string]obje
 // renderE renders the chart as render does, and returns the manifest or the error Helm
 // gives, such as that of values.schema.json.
 func renderE(namespace string, vals map[string]any) (string, error) {
+	return renderDefaults(namespace, vals, nil)
+}
+
+// renderDefaults renders the chart as renderE does, with the chart's own values.yaml
+// changed by edit first (when not nil): a release made before a value existed, and
+// upgraded with --reuse-values, renders without it.
+func renderDefaults(namespace string, vals map[string]any, edit func(defaults map[string]any)) (string, error) {
 	chrt, err := loader.Load(chartDir)
 	if err != nil {
 		return "", fmt.Errorf("loading %s: %w", chartDir, err)
+	}
+	if edit != nil {
+		v2, ok := chrt.(*chartv2.Chart)
+		if !ok {
+			return "", fmt.Errorf("%s is a %T, not a chart of API v2", chartDir, chrt)
+		}
+		edit(v2.Values)
 	}
 	cfg := action.NewConfiguration()
 	cfg.Releases = storage.Init(driver.NewMemory())
@@ -293,6 +308,28 @@ func TestSchemaValidatesTheDefaults(t *testing.T) {
 	}
 	if err := chartutil.ValidateAgainstSchema(chrt, acc.Values()); err != nil {
 		t.Errorf("the default values do not validate: %v", err)
+	}
+}
+
+// TestValuesAddedLaterMayBeMissing renders the chart with the values of a release made
+// before the scheduling values, the pod labels and annotations, extraEnv and the
+// ServiceAccount's annotations existed, as `helm upgrade --reuse-values` does: the
+// templates read them nil-safe, and the manager renders without them.
+func TestValuesAddedLaterMayBeMissing(t *testing.T) {
+	manifest, err := renderDefaults("kaddons-system", nil, func(defaults map[string]any) {
+		delete(defaults, "serviceAccount")
+		m := defaults["manager"].(map[string]any)
+		for _, key := range []string{"nodeSelector", "affinity", "tolerations", "imagePullSecrets", "podAnnotations", "podLabels", "extraEnv"} {
+			delete(m, key)
+		}
+	})
+	if err != nil {
+		t.Fatalf("a release without the newer values does not render: %v", err)
+	}
+	objects := decode(t, manifest)
+	deploy, _, _ := manager(t, objects, "kaddons-system")
+	if got := get(deploy, "spec", "template", "metadata", "labels", "control-plane"); got == nil {
+		t.Errorf("the manager's pod labels lost control-plane: %v", get(deploy, "spec", "template", "metadata", "labels"))
 	}
 }
 
