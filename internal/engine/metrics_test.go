@@ -281,6 +281,20 @@ func TestReconcileRecordsTheAddonSeries(t *testing.T) {
 	if series := seriesOf(t, addonInfo, "reconciled"); len(series) != 1 || !maps.Equal(series[0], want) {
 		t.Errorf("kaddons_addon_info series = %v, want one with %v", series, want)
 	}
+
+	// Gone, without ever having had a finalizer: the next reconcile finds nothing and
+	// drops its series.
+	if err := c.Delete(context.Background(), got); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(obj)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, col := range []prometheus.Collector{addonInfo, addonSuspended, addonReadyGauge, addonReconciles} {
+		if series := seriesOf(t, col, "reconciled"); len(series) != 0 {
+			t.Errorf("series left after the add-on was gone: %v", series)
+		}
+	}
 }
 
 func readyConditionOf(obj addonsv1alpha1.Addon) metav1.Condition {
