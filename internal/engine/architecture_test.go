@@ -22,12 +22,14 @@ func TestTheArchitectureDiagramListsThePhases(t *testing.T) {
 		t.Fatal("docs/architecture.md has no mermaid diagram")
 	}
 	block, _, _ = strings.Cut(block, "```")
-	var drawn []string
-	for _, m := range regexp.MustCompile(`\w+\["([a-z-]+)"\]`).FindAllStringSubmatch(block, -1) {
+	nodes := regexp.MustCompile(`\w+\["([a-z-]+)"\]`).FindAllStringSubmatch(block, -1)
+	drawn := make([]string, 0, len(nodes))
+	for _, m := range nodes {
 		drawn = append(drawn, m[1])
 	}
-	var phases []string
-	for _, p := range (&Reconciler{}).phases() {
+	all := (&Reconciler{}).phases()
+	phases := make([]string, 0, len(all))
+	for _, p := range all {
 		phases = append(phases, p.name)
 	}
 	if !slices.Equal(drawn, phases) {
