@@ -147,10 +147,11 @@ vulndb: indexdb ## Build the offline vulnerability database into VULNDB_DIR (kep
 ##@ Build
 
 .PHONY: build
-build: manifests generate fmt vet ## Build the manager binary, the kubectl plugin (bin/kubectl-kaddons) and the example extensions (bin/extensions/).
+build: manifests generate fmt vet ## Build the manager binary, the kubectl plugin (bin/kubectl-kaddons, with bin/kubectl_complete-kaddons) and the example extensions (bin/extensions/).
 	go build -tags $(GO_BUILD_TAGS) -o bin/manager .
 	go build -ldflags "-X github.com/kaddons/kaddons/internal/version.Version=$(VERSION) -X github.com/kaddons/kaddons/internal/version.Revision=$(REVISION)" \
 		-o bin/kubectl-kaddons ./cmd/kubectl-kaddons
+	install -m 0755 cmd/kubectl-kaddons/kubectl_complete-kaddons bin/kubectl_complete-kaddons
 	go build -o bin/extensions/ ./examples/extensions/...
 
 .PHONY: run
