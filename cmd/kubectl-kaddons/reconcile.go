@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -186,10 +187,17 @@ func reconcileAddon(ctx context.Context, c *cluster, ref addonRef, spec map[stri
 func waitHandled(ctx context.Context, c *cluster, ref addonRef, requestedAt string, timeout time.Duration) (*unstructured.Unstructured, error) {
 	var addon *unstructured.Unstructured
 	handled := false
+	var lastErr error
 	err := wait.PollUntilContextTimeout(ctx, pollInterval, timeout, true, func(ctx context.Context) (bool, error) {
 		u, err := c.get(ctx, ref)
 		if err != nil {
-			return false, err
+			if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+				return false, err
+			}
+			// Anything else (a lost connection, a read the client's rate limiter would
+			// only allow after the deadline) is tried again until the timeout.
+			lastErr = err
+			return false, nil
 		}
 		addon = u
 		last, _, _ := unstructured.NestedString(u.Object, "status", "lastHandledReconcileAt")
@@ -206,6 +214,8 @@ func waitHandled(ctx context.Context, c *cluster, ref addonRef, requestedAt stri
 		last, _, _ := unstructured.NestedString(addon.Object, "status", "lastHandledReconcileAt")
 		return nil, fmt.Errorf("%s: the operator did not handle the reconcile requested at %s within %s "+
 			"(status.lastHandledReconcileAt is %q): is it running?", ref, requestedAt, timeout, printable(last, keepNone))
+	case lastErr != nil && (errors.Is(err, context.DeadlineExceeded) || wait.Interrupted(err)):
+		return nil, lastErr
 	default:
 		return nil, err
 	}
