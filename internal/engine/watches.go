@@ -77,7 +77,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// A change of the operator's settings (OperatorConfig) reconciles every add-on.
 		b = b.WatchesRawSource(source.Channel(r.opts.Settings.subscribe(), handler.EnqueueRequestsFromMapFunc(r.mapAll)))
 	}
-	if changes := r.catalog.Changes(channelsRecheck); changes != nil {
+	if changes := r.catalog.Changes(ChannelsRecheck); changes != nil {
 		// A fixed channel file or package of a directory source reconciles every add-on,
 		// so those stalled on it recover without a spec change.
 		b = b.WatchesRawSource(source.Channel(changes, handler.EnqueueRequestsFromMapFunc(r.mapAll)))
@@ -125,8 +125,9 @@ func (r *Reconciler) logConstructor(base logr.Logger) func(*reconcile.Request) l
 	}
 }
 
-// channelsRecheck is how often a directory channels source is checked for changes.
-const channelsRecheck = 10 * time.Second
+// ChannelsRecheck is how often a directory channels source is checked for changes: a
+// change reaches the add-ons within it.
+const ChannelsRecheck = 10 * time.Second
 
 // CacheOptions restricts the manager's cache, for every child kind of defs, to objects
 // that kaddons manages, so memory does not grow with unrelated objects in the cluster.
