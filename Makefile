@@ -206,6 +206,32 @@ kops-channel: kubectl ## Refresh examples/kops: the installer (from dist/install
 	$(KUBECTL) kustomize examples/kops/resources > examples/kops/addon-resources.yaml
 	go run ./hack/kopschannel examples/kops/addons.yaml
 
+##@ Release
+
+## RELEASE_DIR holds one folder per release (never committed); RELEASE_IMAGE is the
+## repository the installer and the chart name and release-push pushes to; SIGNING_KEY
+## signs (a PEM private key, cosign's encrypted format with COSIGN_PASSWORD too);
+## SIGNING_PUBLIC_KEY verifies. docs/release.md describes the artifacts.
+RELEASE_DIR ?= dist/release
+RELEASE_IMAGE ?= ghcr.io/kaddons/kaddons
+PLUGIN_PLATFORMS ?= linux/amd64,linux/arm64,darwin/amd64,darwin/arm64
+SIGNING_KEY ?=
+SIGNING_PUBLIC_KEY ?=
+
+.PHONY: release
+release: manifests generate kubectl ## Write the release VERSION (vX.Y.Z) into RELEASE_DIR/VERSION: image OCI tarball, pinned install.yaml, chart, plugin archives, krew manifest, signed checksums (SIGNING_KEY).
+	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 0) go run ./hack/release build -version $(VERSION) \
+		-revision $(REVISION) -out $(RELEASE_DIR) -image $(RELEASE_IMAGE) -image-platforms $(IMAGE_PLATFORMS) \
+		-plugin-platforms $(PLUGIN_PLATFORMS) -tags $(GO_BUILD_TAGS) -kubectl $(KUBECTL) -key "$(SIGNING_KEY)"
+
+.PHONY: release-push
+release-push: ## Push the image of the release VERSION to RELEASE_IMAGE:VERSION and sign it there (SIGNING_KEY).
+	go run ./hack/release push -dir $(RELEASE_DIR)/$(VERSION) -image $(RELEASE_IMAGE) -key "$(SIGNING_KEY)"
+
+.PHONY: release-verify
+release-verify: ## Verify the release folder RELEASE_DIR/VERSION: signature, checksums, pinned digests (SIGNING_PUBLIC_KEY).
+	go run ./hack/release verify -dir $(RELEASE_DIR)/$(VERSION) -key "$(SIGNING_PUBLIC_KEY)"
+
 ##@ Deployment
 
 ifndef ignore-not-found

@@ -23,14 +23,14 @@ sources:
 
 // valuesYAML writes the values with their defaults, those of install.yaml; with
 // monitoring, the options of the monitoring objects too, off.
-func valuesYAML(repository, tag string, m manager, monitoring bool) string {
+func valuesYAML(repository, tag, digest string, m manager, monitoring bool) string {
 	values := header + fmt.Sprintf(`# docs/install.md describes the chart; docs/configuration.md the configuration file.
 manager:
   # image is the manager image. A digest (sha256:...) wins over the tag.
   image:
     repository: %s
     tag: %q
-    digest: ""
+    digest: %q
   # replicas of the manager. One leads (leader election); the others wait. Above one,
   # the chart adds a PodDisruptionBudget that keeps all but one running while nodes
   # drain (at one it would protect nothing, so there is none). The pods use
@@ -64,7 +64,7 @@ crds:
 serviceAccount:
   # annotations of the manager's ServiceAccount.
   annotations: {}
-`, repository, tag, m.replicas, indent(m.resources, 4),
+`, repository, tag, digest, m.replicas, indent(m.resources, 4),
 		block(m.podFields[fieldNodeSelector]), block(m.podFields[fieldAffinity]),
 		block(m.podFields[fieldTolerations]), block(m.podFields[fieldImagePullSecrets]),
 		strings.TrimRight(indent(m.config, 4), "\n"))

@@ -282,9 +282,9 @@ func generate(in []byte, o options) (map[string]string, error) {
 		}
 		monitoring = len(objects) > 0
 	}
-	repository, tag := splitImage(m.image)
+	repository, tag, digest := splitImage(m.image)
 	files["Chart.yaml"] = chartYAML(o.chartVersion, tag)
-	files["values.yaml"] = valuesYAML(repository, tag, m, monitoring)
+	files["values.yaml"] = valuesYAML(repository, tag, digest, m, monitoring)
 	if files["values.schema.json"], err = valuesSchema(monitoring); err != nil {
 		return nil, err
 	}
@@ -799,12 +799,14 @@ func configMapBase(name, key, config string) (string, error) {
 	return name[:i], nil
 }
 
-// splitImage splits an image reference into repository and tag (latest if none).
-func splitImage(image string) (repository, tag string) {
+// splitImage splits an image reference into repository, tag (latest if none) and
+// digest (sha256:..., empty if none): a release pins repository:version@digest.
+func splitImage(image string) (repository, tag, digest string) {
+	image, digest, _ = strings.Cut(image, "@")
 	if i := strings.LastIndex(image, ":"); i > strings.LastIndex(image, "/") {
-		return image[:i], image[i+1:]
+		return image[:i], image[i+1:], digest
 	}
-	return image, "latest"
+	return image, "latest", digest
 }
 
 // write replaces the chart folder's generated files: Chart.yaml, values.yaml,
