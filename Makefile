@@ -65,7 +65,7 @@ vet: ## Run go vet against code (the e2e suite included).
 	go vet ./...
 	go vet -tags e2e ./test/...
 	go vet -tags e2e,faults ./test/e2e/...
-	go vet -tags cosign ./internal/sources
+	go vet -tags cosign ./internal/sources ./hack/release
 
 .PHONY: verify
 verify: manifests generate build-installer helm ## Fail when generated code, manifests, dist/ (installer, chart) are stale, or go.mod is untidy.
@@ -114,8 +114,8 @@ fuzz: ## Fuzz channel files, package builds, the configuration file and spec.pat
 	go test -run '^$$' -fuzz '^FuzzApplyPatches$$' -fuzztime $(FUZZTIME) $(FUZZ_FLAGS) ./internal/engine/patches
 
 .PHONY: test-cosign
-test-cosign: ## Sign bundles with the real cosign v3 CLI (built by hack/cosign.sh, cached) and verify them with the fetcher (tag cosign).
-	cosign="$$(hack/cosign.sh)" && KADDONS_COSIGN="$$cosign" go test -tags cosign ./internal/sources -run '^TestCosign' -count=1 -v
+test-cosign: ## Sign bundles with the real cosign v3 CLI (built by hack/cosign.sh, cached) and verify them with the fetcher, and verify a release's signatures with it (tag cosign).
+	cosign="$$(hack/cosign.sh)" && KADDONS_COSIGN="$$cosign" go test -tags cosign ./internal/sources ./hack/release -run '^TestCosign' -count=1 -v
 
 .PHONY: test-chart-helm
 test-chart-helm: ## Compare each object the chart renderer (internal/channels/helm) renders with what the Helm CLI's `helm template` prints (CLI built by hack/helm.sh, cached).

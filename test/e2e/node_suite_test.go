@@ -9,6 +9,9 @@ package e2e
 
 import (
 	"bufio"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -16,12 +19,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	. "github.com/onsi/gomega"
+	"github.com/sigstore/sigstore/pkg/cryptoutils"
 )
 
 // nodeImages are the images the real-node cases run: the stable versions of kube-router,
@@ -108,48 +110,62 @@ func readNodeEnv(path string) error {
 	return nil
 }
 
-// nodeManagerImage is the reference under which the suite imports the manager image it
-// builds into the node's containerd; the installer names it, and nothing pulls it.
-const nodeManagerImage = "kaddons.local/kaddons/manager:node-e2e"
+// nodeRelease is the version of the release the suite makes (make release) and installs
+// on the node, as a user installs a published one.
+const nodeRelease = "v0.1.0-node-e2e"
 
-// installManagerOnNode builds the manager image for linux/amd64 (make image's builder),
-// imports it into the node's containerd, and applies the installer (make build-installer)
-// with the manager's KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT set to the API
-// server's address on the node: on a cluster without kube-proxy yet, the kubernetes
-// Service's address leads nowhere, so a bootstrapper gives the control plane's endpoint,
-// as it does to kube-proxy. It returns the installer's path.
-func installManagerOnNode(g Gomega) string {
-	dir := filepath.Join(workDir, "manager-image")
-	run := func(command string, args ...string) {
+// nodeReleaseImage is the repository the release names; nothing pulls from it: the suite
+// imports the release's image tarball into the node's containerd.
+const nodeReleaseImage = "ghcr.io/kaddons/kaddons"
+
+// managerRelease is what installManagerOnNode installed from.
+type managerRelease struct {
+	dir   string // the release folder
+	image string // the image install.yaml runs, repository:version@digest
+}
+
+// installManagerOnNode makes a release for linux/amd64 (make release, signed with a key
+// made here), verifies it (make release-verify's checks: signature, checksums, pinned
+// digests), imports its image tarball into the node's containerd as an air-gapped user
+// would (`ctr images import`), and applies its install.yaml with the manager's
+// KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT set to the API server's address on
+// the node: on a cluster without kube-proxy yet, the kubernetes Service's address leads
+// nowhere, so a bootstrapper gives the control plane's endpoint, as it does to
+// kube-proxy.
+func installManagerOnNode(g Gomega) managerRelease {
+	run := func(command string, args ...string) string {
 		cmd := exec.Command(command, args...)
 		cmd.Dir = repoRoot
 		out, err := cmd.CombinedOutput()
 		g.Expect(err).NotTo(HaveOccurred(), "%s %s:\n%s", command, strings.Join(args, " "), out)
+		return string(out)
 	}
-	run("go", "run", "./hack/image", "-image", "oci:"+dir, "-platforms", "linux/amd64", "-version", "node-e2e")
-	// The layout holds the image index make image pushes; the node gets its linux/amd64
-	// image as a docker archive named nodeManagerImage, as hack/node.sh imports add-ons.
-	layoutIndex, err := layout.ImageIndexFromPath(dir)
+	keyDir := filepath.Join(workDir, "release-key")
+	g.Expect(os.MkdirAll(keyDir, 0o700)).To(Succeed())
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	g.Expect(err).NotTo(HaveOccurred())
-	outer, err := layoutIndex.IndexManifest()
+	private, err := cryptoutils.MarshalPrivateKeyToPEM(key)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(outer.Manifests).To(HaveLen(1), "the layout holds one image index")
-	index, err := layoutIndex.ImageIndex(outer.Manifests[0].Digest)
+	public, err := cryptoutils.MarshalPublicKeyToPEM(key.Public())
 	g.Expect(err).NotTo(HaveOccurred())
-	platforms, err := index.IndexManifest()
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(platforms.Manifests).To(HaveLen(1), "make image built more than linux/amd64")
-	img, err := index.Image(platforms.Manifests[0].Digest)
-	g.Expect(err).NotTo(HaveOccurred())
-	ref, err := name.ParseReference(nodeManagerImage)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(tarball.WriteToFile(dir+".tar", ref, img)).To(Succeed())
+	g.Expect(os.WriteFile(filepath.Join(keyDir, "release.key"), private, 0o600)).To(Succeed())
+	g.Expect(os.WriteFile(filepath.Join(keyDir, "release.pub"), public, 0o600)).To(Succeed())
+
+	releases := filepath.Join(workDir, "release")
+	run("make", "release", "VERSION="+nodeRelease, "RELEASE_DIR="+releases, "RELEASE_IMAGE="+nodeReleaseImage,
+		"IMAGE_PLATFORMS=linux/amd64", "PLUGIN_PLATFORMS=linux/amd64", "SIGNING_KEY="+filepath.Join(keyDir, "release.key"))
+	verified := run("make", "release-verify", "VERSION="+nodeRelease, "RELEASE_DIR="+releases,
+		"SIGNING_PUBLIC_KEY="+filepath.Join(keyDir, "release.pub"))
+	m := regexp.MustCompile(`verified \S+: \d+ files, image (\S+)`).FindStringSubmatch(verified)
+	g.Expect(m).NotTo(BeNil(), "make release-verify printed:\n%s", verified)
+	r := managerRelease{dir: filepath.Join(releases, nodeRelease), image: m[1]}
+	g.Expect(r.image).To(HavePrefix(nodeReleaseImage + ":" + nodeRelease + "@sha256:"))
+
 	run("ctr", "--address", filepath.Join(workDir, "node", "containerd", "containerd.sock"), "--namespace", "k8s.io",
-		"images", "import", dir+".tar")
+		"images", "import", filepath.Join(r.dir, "kaddons-image-"+nodeRelease+".oci.tar"))
 
 	installer := filepath.Join(workDir, "node-installer", "install.yaml")
-	run("make", "build-installer", "IMG="+nodeManagerImage, "INSTALLER="+installer)
-	data, err := os.ReadFile(installer)
+	data, err := os.ReadFile(filepath.Join(r.dir, "install.yaml"))
 	g.Expect(err).NotTo(HaveOccurred())
 	host, port, err := net.SplitHostPort(node.APIServerEndpoint)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -162,8 +178,20 @@ func installManagerOnNode(g Gomega) string {
           value: %q
         - name: POD_NAMESPACE
 `, host, port), 1)
+	g.Expect(os.MkdirAll(filepath.Dir(installer), 0o755)).To(Succeed())
 	g.Expect(os.WriteFile(installer, []byte(edited), 0o600)).To(Succeed())
 	_, err = kubectl("apply", "--server-side", "--force-conflicts", "-f", installer)
 	g.Expect(err).NotTo(HaveOccurred())
-	return installer
+	return r
+}
+
+// releasePlugin extracts the release's kubectl plugin for linux/amd64 into a folder of
+// its own and returns the folder, to put first on PATH.
+func releasePlugin(g Gomega, r managerRelease) string {
+	dir := filepath.Join(workDir, "release-plugin")
+	g.Expect(os.MkdirAll(dir, 0o755)).To(Succeed())
+	cmd := exec.Command("tar", "-xzf", filepath.Join(r.dir, "kubectl-kaddons_"+nodeRelease+"_linux_amd64.tar.gz"), "-C", dir)
+	out, err := cmd.CombinedOutput()
+	g.Expect(err).NotTo(HaveOccurred(), "tar: %s", out)
+	return dir
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -79,14 +80,14 @@ func testNodeBootstrap(t *testing.T) {
 	// (the later steps use test packages that only it reads).
 	suiteManager.stop()
 	t.Cleanup(func() { handOverToSuiteManager(t) })
-	installManagerOnNode(g)
+	release := installManagerOnNode(g)
 	g.Eventually(func(g Gomega) {
 		pods := podsOf(g, operatorNamespace, client.MatchingLabels{"control-plane": "controller-manager"})
 		g.Expect(pods).To(HaveLen(1))
 		p := pods[0]
 		g.Expect(p.Spec.NodeName).To(Equal(node.Name))
 		g.Expect(p.Spec.HostNetwork).To(BeTrue())
-		g.Expect(p.Spec.Containers[0].Image).To(Equal(nodeManagerImage))
+		g.Expect(p.Spec.Containers[0].Image).To(Equal(release.image))
 		g.Expect(p.Status.ContainerStatuses).To(HaveLen(1))
 		g.Expect(p.Status.ContainerStatuses[0].Ready).To(BeTrue(), "the manager Pod is not ready: %+v", p.Status.ContainerStatuses[0].State)
 	}).WithTimeout(readyTimeout).WithPolling(poll).Should(Succeed(), "the manager Pod never ran on the node")
@@ -162,6 +163,26 @@ spec:
 	// Every add-on so far was applied by the manager Pod: no manager ran on this machine.
 	for _, p := range allManagers() {
 		g.Expect(p.alive()).To(BeFalse(), "a manager process of the suite ran during the bootstrap")
+	}
+
+	// The release's plugin, as krew or a download installs it, reports the release on both
+	// sides and lists what the release's operator runs.
+	pluginDir := releasePlugin(g, release)
+	plugin := func(args ...string) string {
+		cmd := exec.Command("kubectl", append([]string{"kaddons"}, args...)...)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+adminKubeconfig,
+			"PATH="+pluginDir+string(os.PathListSeparator)+filepath.Dir(kubectlPath)+string(os.PathListSeparator)+os.Getenv("PATH"))
+		out, err := cmd.CombinedOutput()
+		g.Expect(err).NotTo(HaveOccurred(), "kubectl kaddons %s:\n%s", strings.Join(args, " "), out)
+		return string(out)
+	}
+	version := plugin("version")
+	g.Expect(version).To(ContainSubstring("Client Version: " + nodeRelease + "\n"))
+	g.Expect(version).To(ContainSubstring("Operator Version: " + nodeRelease + " (image " + release.image + ", Deployment " +
+		operatorNamespace + "/kaddons-controller-manager)"))
+	listed := plugin("get", "-A")
+	for _, addon := range []string{`CoreDNS\s+coredns`, `KubeProxy\s+kube-proxy`, `KubeRouter\s+kube-router`} {
+		g.Expect(listed).To(MatchRegexp(`(?m)^kube-system\s+`+addon+`\s+\S+\s+True\s`), "kubectl kaddons get")
 	}
 	handOverToSuiteManager(t)
 }
