@@ -183,6 +183,34 @@ func TestVerify(t *testing.T) {
 			wantErr: "kaddons.yaml: " + PluginArchiveFile(testVersion, "linux/arm64") + "'s sha256 is ",
 		},
 		{
+			name: "an image tarball with a changed blob",
+			change: func(t *testing.T, dir string) {
+				archive := filepath.Join(dir, ImageArchiveFile(testVersion))
+				tmp := t.TempDir()
+				if err := untar(archive, tmp); err != nil {
+					t.Fatal(err)
+				}
+				blobs, err := filepath.Glob(filepath.Join(tmp, "blobs", "sha256", "*"))
+				if err != nil || len(blobs) == 0 {
+					t.Fatalf("no blobs: %v", err)
+				}
+				// The largest blob: a manifest or a layer; either must be caught.
+				largest := blobs[0]
+				for _, b := range blobs {
+					if a, c := fileSize(t, b), fileSize(t, largest); a > c {
+						largest = b
+					}
+				}
+				write(t, largest, "not the layer")
+				if err := tarFolder(tmp, archive); err != nil {
+					t.Fatal(err)
+				}
+			},
+			resign:  true,
+			key:     pub,
+			wantErr: "kaddons-image-" + testVersion + ".oci.tar: ",
+		},
+		{
 			name:    "a missing chart",
 			change:  func(t *testing.T, dir string) { _ = os.Remove(filepath.Join(dir, ChartFile(testVersion))) },
 			resign:  true,
@@ -257,4 +285,13 @@ func TestBuildRefusesWhatIsNoRelease(t *testing.T) {
 			t.Errorf("Build(%q): %v", v, err)
 		}
 	}
+}
+
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
 }

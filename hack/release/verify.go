@@ -249,6 +249,20 @@ func checkIndex(ii v1.ImageIndex, d v1.Hash) error {
 		if err != nil {
 			return err
 		}
+		if got, err := img.Digest(); err != nil || got != desc.Digest {
+			return fmt.Errorf("the image %s reads as %s (%v)", desc.Digest, got, err)
+		}
+		config, err := img.RawConfigFile()
+		if err != nil {
+			return err
+		}
+		configName, err := img.ConfigName()
+		if err != nil {
+			return err
+		}
+		if got, _, err := v1.SHA256(bytes.NewReader(config)); err != nil || got != configName {
+			return fmt.Errorf("the config of %s holds %s, want %s (%v)", desc.Digest, got, configName, err)
+		}
 		layers, err := img.Layers()
 		if err != nil {
 			return err
