@@ -9,9 +9,6 @@ package e2e
 
 import (
 	"bufio"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -19,11 +16,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	. "github.com/onsi/gomega"
-	"github.com/sigstore/sigstore/pkg/cryptoutils"
 )
 
 // nodeImages are the images the real-node cases run: the stable versions of kube-router,
@@ -114,53 +109,21 @@ func readNodeEnv(path string) error {
 // on the node, as a user installs a published one.
 const nodeRelease = "v0.1.0-node-e2e"
 
-// nodeReleaseImage is the repository the release names; nothing pulls from it: the suite
-// imports the release's image tarball into the node's containerd.
-const nodeReleaseImage = "ghcr.io/kaddons/kaddons"
-
-// managerRelease is what installManagerOnNode installed from.
-type managerRelease struct {
-	dir   string // the release folder
-	image string // the image install.yaml runs, repository:version@digest
-}
-
-// installManagerOnNode makes a release for linux/amd64 (make release, signed with a key
-// made here), verifies it (make release-verify's checks: signature, checksums, pinned
-// digests), imports its image tarball into the node's containerd as an air-gapped user
-// would (`ctr images import`), and applies its install.yaml with the manager's
-// KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT set to the API server's address on
-// the node: on a cluster without kube-proxy yet, the kubernetes Service's address leads
-// nowhere, so a bootstrapper gives the control plane's endpoint, as it does to
-// kube-proxy.
-func installManagerOnNode(g Gomega) managerRelease {
-	run := func(command string, args ...string) string {
+// installManagerOnNode makes a release for linux/amd64 (makeRelease: make release, then
+// make release-verify), imports its image tarball into the node's containerd as an
+// air-gapped user would (`ctr images import`), and applies its install.yaml with the
+// manager's KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT set to the API server's
+// address on the node: on a cluster without kube-proxy yet, the kubernetes Service's
+// address leads nowhere, so a bootstrapper gives the control plane's endpoint, as it
+// does to kube-proxy.
+func installManagerOnNode(g Gomega) testRelease {
+	run := func(command string, args ...string) {
 		cmd := exec.Command(command, args...)
 		cmd.Dir = repoRoot
 		out, err := cmd.CombinedOutput()
 		g.Expect(err).NotTo(HaveOccurred(), "%s %s:\n%s", command, strings.Join(args, " "), out)
-		return string(out)
 	}
-	keyDir := filepath.Join(workDir, "release-key")
-	g.Expect(os.MkdirAll(keyDir, 0o700)).To(Succeed())
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	g.Expect(err).NotTo(HaveOccurred())
-	private, err := cryptoutils.MarshalPrivateKeyToPEM(key)
-	g.Expect(err).NotTo(HaveOccurred())
-	public, err := cryptoutils.MarshalPublicKeyToPEM(key.Public())
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(os.WriteFile(filepath.Join(keyDir, "release.key"), private, 0o600)).To(Succeed())
-	g.Expect(os.WriteFile(filepath.Join(keyDir, "release.pub"), public, 0o600)).To(Succeed())
-
-	releases := filepath.Join(workDir, "release")
-	run("make", "release", "VERSION="+nodeRelease, "RELEASE_DIR="+releases, "RELEASE_IMAGE="+nodeReleaseImage,
-		"IMAGE_PLATFORMS=linux/amd64", "PLUGIN_PLATFORMS=linux/amd64", "SIGNING_KEY="+filepath.Join(keyDir, "release.key"))
-	verified := run("make", "release-verify", "VERSION="+nodeRelease, "RELEASE_DIR="+releases,
-		"SIGNING_PUBLIC_KEY="+filepath.Join(keyDir, "release.pub"))
-	m := regexp.MustCompile(`verified \S+: \d+ files, image (\S+)`).FindStringSubmatch(verified)
-	g.Expect(m).NotTo(BeNil(), "make release-verify printed:\n%s", verified)
-	r := managerRelease{dir: filepath.Join(releases, nodeRelease), image: m[1]}
-	g.Expect(r.image).To(HavePrefix(nodeReleaseImage + ":" + nodeRelease + "@sha256:"))
-
+	r := makeRelease(g, nodeRelease, "linux/amd64")
 	run("ctr", "--address", filepath.Join(workDir, "node", "containerd", "containerd.sock"), "--namespace", "k8s.io",
 		"images", "import", filepath.Join(r.dir, "kaddons-image-"+nodeRelease+".oci.tar"))
 
@@ -187,7 +150,7 @@ func installManagerOnNode(g Gomega) managerRelease {
 
 // releasePlugin extracts the release's kubectl plugin for linux/amd64 into a folder of
 // its own and returns the folder, to put first on PATH.
-func releasePlugin(g Gomega, r managerRelease) string {
+func releasePlugin(g Gomega, r testRelease) string {
 	dir := filepath.Join(workDir, "release-plugin")
 	g.Expect(os.MkdirAll(dir, 0o755)).To(Succeed())
 	cmd := exec.Command("tar", "-xzf", filepath.Join(r.dir, "kubectl-kaddons_"+nodeRelease+"_linux_amd64.tar.gz"), "-C", dir)

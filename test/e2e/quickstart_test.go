@@ -4,11 +4,17 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -19,7 +25,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	addonsv1alpha1 "github.com/kaddons/kaddons/api/v1alpha1"
@@ -96,18 +104,33 @@ func (b docBlock) commands(t *testing.T) []docCommand {
 	return cmds
 }
 
+// quickstartEnv is where the quickstart's commands run: the plugin's folder first on PATH
+// (none when empty), HOME (this process's when empty), and the page's text the test
+// replaces before running a block (a release's address and version).
+type quickstartEnv struct {
+	pluginDir string
+	home      string
+	replace   map[string]string
+}
+
 // quickstartShell runs script in bash as a reader of the quickstart would: from the
 // repository's root, in the suite's cluster as admin, with the plugin and the toolchain's
 // kubectl first on PATH. It returns stdout.
-func quickstartShell(pluginDir, script string) (string, error) {
+func quickstartShell(env quickstartEnv, script string) (string, error) {
+	for page, replacement := range env.replace {
+		script = strings.ReplaceAll(script, page, replacement)
+	}
 	cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
 	cmd.Dir = repoRoot
 	dirs := []string{filepath.Dir(kubectlPath), os.Getenv("PATH")}
-	if pluginDir != "" {
-		dirs = append([]string{pluginDir}, dirs...)
+	if env.pluginDir != "" {
+		dirs = append([]string{env.pluginDir}, dirs...)
 	}
 	path := strings.Join(dirs, string(os.PathListSeparator))
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+adminKubeconfig, "PATH="+path)
+	if env.home != "" {
+		cmd.Env = append(cmd.Env, "HOME="+env.home)
+	}
 	return output(cmd)
 }
 
@@ -174,10 +197,14 @@ func expectLines(g Gomega, c docCommand, kwok []string, stdout string) {
 // walkQuickstart runs the walk's blocks in order: each sh step, then its check, and each
 // output block's commands against what the page shows. Every step must have a check and
 // every check a step.
-func walkQuickstart(t *testing.T, walk, pluginDir string, checks map[string]func(stdout string)) {
+func walkQuickstart(t *testing.T, walk string, env quickstartEnv, checks map[string]func(stdout string)) {
 	t.Helper()
 	g := NewWithT(t)
 	blocks := readQuickstart(t, walk)
+	for page := range env.replace {
+		g.Expect(slices.ContainsFunc(blocks, func(b docBlock) bool { return strings.Contains(b.body, page) })).To(BeTrue(),
+			"the %s walk of docs/quickstart.md no longer has %q, which the test replaces", walk, page)
+	}
 	kwok := kwokLines(t, blocks)
 	used := map[string]bool{}
 	for _, b := range blocks {
@@ -188,12 +215,12 @@ func walkQuickstart(t *testing.T, walk, pluginDir string, checks map[string]func
 			g.Expect(used).NotTo(HaveKey(b.step), "docs/quickstart.md:%d: step %q twice", b.line, b.step)
 			used[b.step] = true
 			logf("quickstart %s: step %s (docs/quickstart.md:%d)", walk, b.step, b.line)
-			stdout, err := quickstartShell(pluginDir, b.body)
+			stdout, err := quickstartShell(env, b.body)
 			g.Expect(err).NotTo(HaveOccurred(), "docs/quickstart.md:%d, step %s", b.line, b.step)
 			check(stdout)
 		case b.lang == "console" && b.step == "output":
 			for _, c := range b.commands(t) {
-				stdout, err := quickstartShell(pluginDir, c.command)
+				stdout, err := quickstartShell(env, c.command)
 				g.Expect(err).NotTo(HaveOccurred(), "docs/quickstart.md:%d", b.line)
 				expectLines(g, c, kwok[c.command], stdout)
 			}
@@ -226,7 +253,21 @@ func TestQuickstart(t *testing.T) {
 		_, _ = kubectl("delete", "poddisruptionbudget", "coredns", "-n", ns, "--ignore-not-found")
 	})
 	dumpOnFailure(t)
-	pluginDir := buildPlugin(t)
+	// A release as the page installs one, served on loopback at the address the page
+	// downloads from, and a HOME of its own for the plugin the page puts in ~/.local/bin.
+	release := makeRelease(g, quickstartRelease, runtime.GOOS+"/"+runtime.GOARCH)
+	server := httptest.NewServer(http.FileServer(http.Dir(filepath.Dir(release.dir))))
+	t.Cleanup(server.Close)
+	t.Cleanup(func() { removeReleaseManager(t, release) })
+	home := t.TempDir()
+	env := quickstartEnv{
+		pluginDir: filepath.Join(home, ".local", "bin"),
+		home:      home,
+		replace: map[string]string{
+			"VERSION=v0.1.0": "VERSION=" + release.version,
+			"https://github.com/kaddons/kaddons/releases/download/$VERSION": server.URL + "/$VERSION",
+		},
+	}
 
 	// The cluster kubeadm leaves: its CoreDNS objects, written by the field manager
 	// kubeadm, and the Deployment's status written by kube-controller-manager.
@@ -236,9 +277,20 @@ func TestQuickstart(t *testing.T) {
 		expectRolledOut(g, getDeployment(g, ns), 2)
 	}).WithTimeout(readyTimeout).WithPolling(poll).Should(Succeed())
 
-	walkQuickstart(t, "kubeadm", pluginDir, map[string]func(string){
+	walkQuickstart(t, "kubeadm", env, map[string]func(string){
+		"release": func(string) {
+			// The release's operator runs the release's image, by digest.
+			deploy := &appsv1.Deployment{}
+			ctx, cancel := background()
+			defer cancel()
+			g.Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: operatorNamespace, Name: "kaddons-controller-manager"}, deploy)).To(Succeed())
+			g.Expect(deploy.Spec.Template.Spec.Containers[0].Image).To(Equal(release.image))
+			g.Expect(deploy.Status.AvailableReplicas).To(BeNumerically(">=", 1))
+			g.Expect(filepath.Join(home, ".local", "bin", "kubectl-kaddons")).To(BeAnExistingFile())
+		},
 		"installed": func(stdout string) {
-			g.Expect(stdout).To(ContainSubstring("Client Version: "))
+			g.Expect(stdout).To(ContainSubstring("Client Version: " + release.version + "\n"))
+			g.Expect(stdout).To(ContainSubstring("Operator Version: " + release.version + " (image " + release.image))
 		},
 		"apply": func(string) { expectQuickstartApplied(t, ns) },
 		"look": func(stdout string) {
@@ -250,6 +302,38 @@ func TestQuickstart(t *testing.T) {
 		},
 		"undo": func(string) { expectQuickstartUndone(t, ns) },
 	})
+}
+
+// quickstartRelease is the version of the release TestQuickstart makes and installs.
+const quickstartRelease = "v0.1.0-quickstart"
+
+// removeReleaseManager deletes what the release's install.yaml added to the suite's
+// cluster beside what the suite installs itself (installKinds): the manager's Deployment,
+// Service and ConfigMap, which on kwok's nodes only look as if they ran.
+func removeReleaseManager(t *testing.T, r testRelease) {
+	data, err := os.ReadFile(filepath.Join(r.dir, "install.yaml"))
+	if err != nil {
+		t.Errorf("reading the release's installer: %v", err)
+		return
+	}
+	decoder := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := decoder.Decode(&u.Object); errors.Is(err, io.EOF) {
+			return
+		} else if err != nil {
+			t.Errorf("decoding the release's installer: %v", err)
+			return
+		}
+		if u.Object == nil || installKinds[u.GetKind()] {
+			continue
+		}
+		ctx, cancel := background()
+		if err := k8sClient.Delete(ctx, u); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("deleting the release's %s %s/%s: %v", u.GetKind(), u.GetNamespace(), u.GetName(), err)
+		}
+		cancel()
+	}
 }
 
 // expectQuickstartApplied checks what step 2 of the quickstart says happened: kubeadm's
@@ -352,7 +436,7 @@ func TestQuickstartK3s(t *testing.T) {
 		g.Expect(stalled.Message).To(And(ContainSubstring(`Plugin "import" is unsupported by this migration tool`),
 			ContainSubstring("nothing was changed")))
 	}).WithTimeout(readyTimeout).WithPolling(poll).Should(Succeed())
-	walkQuickstart(t, "k3d", "", map[string]func(string){})
+	walkQuickstart(t, "k3d", quickstartEnv{}, map[string]func(string){})
 
 	cm := getConfigMap(g, ns)
 	g.Expect(cm.ResourceVersion).To(Equal(cmBefore.ResourceVersion), "the ConfigMap was written")
