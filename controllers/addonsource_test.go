@@ -122,8 +122,11 @@ func refetch(t *testing.T, src *addonsv1alpha1.AddonSource, timeout string) {
 	g.Expect(k8sClient.Get(context.Background(), client.ObjectKeyFromObject(src), src)).To(Succeed())
 	d, err := time.ParseDuration(timeout)
 	g.Expect(err).NotTo(HaveOccurred())
+	// A merge patch, not an update: the controller may write the source (its finalizer,
+	// its status) between the read and the write, and an update would then conflict.
+	before := src.DeepCopy()
 	src.Spec.Timeout = &metav1.Duration{Duration: d}
-	g.Expect(k8sClient.Update(context.Background(), src)).To(Succeed())
+	g.Expect(k8sClient.Patch(context.Background(), src, client.MergeFrom(before))).To(Succeed())
 }
 
 // waitSource waits until the AddonSource's Ready condition has reason for its generation
@@ -394,8 +397,9 @@ func TestSourcePackagesGetOnlyWhatTheSourceWasGranted(t *testing.T) {
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: account},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: policyNamespace, Name: account}}})).To(Succeed())
 	g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(anonymous), anonymous)).To(Succeed())
+	before := anonymous.DeepCopy()
 	anonymous.Spec.ServiceAccountName = account
-	g.Expect(k8sClient.Update(ctx, anonymous)).To(Succeed())
+	g.Expect(k8sClient.Patch(ctx, anonymous, client.MergeFrom(before))).To(Succeed())
 	ready = waitReason(t, cr, addonsv1alpha1.ReasonForbidden)
 	g.Expect(ready.Message).To(ContainSubstring("ServiceAccount " + policyNamespace + "/" + account + " may not"))
 	g.Expect(ready.Message).To(ContainSubstring("ClusterRole"))
