@@ -47,8 +47,10 @@ build() {
   local start tmp rc=0 common=github.com/prometheus/common/version
   start=$(date +%s)
   tmp=$(mktemp "${BIN}.XXXXXX")
-  # The version variables are those of Prometheus's own build (.promu.yml).
-  (cd "${MODULE_DIR}" && CGO_ENABLED=0 go build -trimpath \
+  # The version variables are those of Prometheus's own build (.promu.yml). remove_all_sd
+  # leaves out the service-discovery plugins (the clouds' SDKs), which rule tests never
+  # use: Prometheus's own build tag for custom builds, it roughly halves the compilation.
+  (cd "${MODULE_DIR}" && CGO_ENABLED=0 go build -trimpath -tags remove_all_sd \
     -ldflags "-s -w -X ${common}.Version=$(release "${VERSION}") -X ${common}.Branch=HEAD -X ${common}.BuildUser=kaddons" \
     -o "${tmp}" "${PKG}") || rc=$?
   if ((rc != 0)); then
