@@ -177,7 +177,7 @@ spec:
 		return string(out)
 	}
 	version := plugin("version")
-	g.Expect(version).To(ContainSubstring("Client Version: " + nodeRelease + "\n"))
+	g.Expect(version).To(ContainSubstring("Client Version: " + nodeRelease + " (revision "))
 	g.Expect(version).To(ContainSubstring("Operator Version: " + nodeRelease + " (image " + release.image + ", Deployment " +
 		operatorNamespace + "/kaddons-controller-manager)"))
 	listed := plugin("get", "-A")

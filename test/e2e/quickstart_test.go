@@ -289,7 +289,7 @@ func TestQuickstart(t *testing.T) {
 			g.Expect(filepath.Join(home, ".local", "bin", "kubectl-kaddons")).To(BeAnExistingFile())
 		},
 		"installed": func(stdout string) {
-			g.Expect(stdout).To(ContainSubstring("Client Version: " + release.version + "\n"))
+			g.Expect(stdout).To(ContainSubstring("Client Version: " + release.version + " (revision "))
 			g.Expect(stdout).To(ContainSubstring("Operator Version: " + release.version + " (image " + release.image))
 		},
 		"apply": func(string) { expectQuickstartApplied(t, ns) },
