@@ -6,7 +6,7 @@
 #
 # The binary is kept in $KADDONS_PROMTOOL_CACHE/promtool-<version> (default
 # ~/.cache/kaddons/bin), outside the work tree, so that only the first run on a machine
-# compiles it (13 minutes cold on 2 shared cores, docs/monitoring.md); a version bump in
+# compiles it (about 5 minutes cold on 2 shared cores, docs/monitoring.md); a version bump in
 # hack/tools/promtool/go.mod builds anew.
 #
 # Usage:
