@@ -111,7 +111,7 @@ const nodeRelease = "v0.1.0-node-e2e"
 
 // installManagerOnNode makes a release for linux/amd64 (makeRelease: make release, then
 // make release-verify), imports its image tarball into the node's containerd as an
-// air-gapped user would (`ctr images import`), and applies its install.yaml with the
+// air-gapped user would (`ctr images import --digests`), and applies its install.yaml with the
 // manager's KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT set to the API server's
 // address on the node: on a cluster without kube-proxy yet, the kubernetes Service's
 // address leads nowhere, so a bootstrapper gives the control plane's endpoint, as it
@@ -124,8 +124,12 @@ func installManagerOnNode(g Gomega) testRelease {
 		g.Expect(err).NotTo(HaveOccurred(), "%s %s:\n%s", command, strings.Join(args, " "), out)
 	}
 	r := makeRelease(g, nodeRelease, "linux/amd64")
+	// --digests with the repository as --base-name also names the image
+	// REPOSITORY@sha256:<index digest>, the reference the kubelet asks for when the
+	// installer pins a digest; the tag alone is not found.
 	run("ctr", "--address", filepath.Join(workDir, "node", "containerd", "containerd.sock"), "--namespace", "k8s.io",
-		"images", "import", filepath.Join(r.dir, "kaddons-image-"+nodeRelease+".oci.tar"))
+		"images", "import", "--base-name", releaseImageRepository, "--digests",
+		filepath.Join(r.dir, "kaddons-image-"+nodeRelease+".oci.tar"))
 
 	installer := filepath.Join(workDir, "node-installer", "install.yaml")
 	data, err := os.ReadFile(filepath.Join(r.dir, "install.yaml"))
