@@ -147,20 +147,26 @@ func TestVerify(t *testing.T) {
 		{name: "as built", key: pub},
 		{name: "another key", key: otherPub, wantErr: "checksums.txt.sig does not verify with the key"},
 		{
-			name:    "a changed plugin archive",
-			change:  func(t *testing.T, dir string) { write(t, filepath.Join(dir, PluginArchiveFile(testVersion, "darwin/arm64")), "evil") },
+			name: "a changed plugin archive",
+			change: func(t *testing.T, dir string) {
+				write(t, filepath.Join(dir, PluginArchiveFile(testVersion, "darwin/arm64")), "evil")
+			},
 			key:     pub,
 			wantErr: PluginArchiveFile(testVersion, "darwin/arm64") + ": sha256 ",
 		},
 		{
-			name:    "a file nobody signed",
-			change:  func(t *testing.T, dir string) { write(t, filepath.Join(dir, "extra.yaml"), "kind: ClusterRoleBinding\n") },
+			name: "a file nobody signed",
+			change: func(t *testing.T, dir string) {
+				write(t, filepath.Join(dir, "extra.yaml"), "kind: ClusterRoleBinding\n")
+			},
 			key:     pub,
 			wantErr: "extra.yaml is in the release folder but not in checksums.txt: it is not signed",
 		},
 		{
-			name:    "a changed checksums file",
-			change:  func(t *testing.T, dir string) { edit(t, filepath.Join(dir, ChecksumsFile), "  install.yaml", "  install.yaml\n") },
+			name: "a changed checksums file",
+			change: func(t *testing.T, dir string) {
+				edit(t, filepath.Join(dir, ChecksumsFile), "  install.yaml", "  install.yaml\n")
+			},
 			key:     pub,
 			wantErr: "checksums.txt.sig does not verify",
 		},

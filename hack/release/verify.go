@@ -86,25 +86,8 @@ func Verify(dir string, publicKeyPEM []byte) (Verified, error) {
 			return v, fmt.Errorf("the release has no %s", want)
 		}
 	}
-	if len(krew.Spec.Platforms) == 0 {
-		return v, fmt.Errorf("%s lists no platform", KrewManifestFile)
-	}
-	for _, p := range krew.Spec.Platforms {
-		platform := p.Selector.MatchLabels["os"] + "/" + p.Selector.MatchLabels["arch"]
-		file := path.Base(p.URI)
-		if file != PluginArchiveFile(v.Version, platform) {
-			return v, fmt.Errorf("%s: %s's archive is %s, want %s", KrewManifestFile, platform, file, PluginArchiveFile(v.Version, platform))
-		}
-		if !slices.Contains(listed, file) {
-			return v, fmt.Errorf("%s: %s is not in the release", KrewManifestFile, file)
-		}
-		sum, err := fileSHA256(filepath.Join(dir, file))
-		if err != nil {
-			return v, err
-		}
-		if p.Sha256 != sum {
-			return v, fmt.Errorf("%s: %s's sha256 is %s, the file's %s", KrewManifestFile, file, p.Sha256, sum)
-		}
+	if err := checkKrew(dir, krew, v.Version, listed); err != nil {
+		return v, err
 	}
 
 	repository, digest, err := imageArchiveDigest(filepath.Join(dir, ImageArchiveFile(v.Version)), v.Version)
@@ -126,6 +109,32 @@ func Verify(dir string, publicKeyPEM []byte) (Verified, error) {
 		}
 	}
 	return v, checkChart(filepath.Join(dir, ChartFile(v.Version)), v.Version, repository, digest)
+}
+
+// checkKrew checks that the krew manifest names, for each platform, the plugin archive of
+// version beside it in dir (one of listed) with that archive's sha256.
+func checkKrew(dir string, krew krewPlugin, version string, listed []string) error {
+	if len(krew.Spec.Platforms) == 0 {
+		return fmt.Errorf("%s lists no platform", KrewManifestFile)
+	}
+	for _, p := range krew.Spec.Platforms {
+		platform := p.Selector.MatchLabels["os"] + "/" + p.Selector.MatchLabels["arch"]
+		file := path.Base(p.URI)
+		if file != PluginArchiveFile(version, platform) {
+			return fmt.Errorf("%s: %s's archive is %s, want %s", KrewManifestFile, platform, file, PluginArchiveFile(version, platform))
+		}
+		if !slices.Contains(listed, file) {
+			return fmt.Errorf("%s: %s is not in the release", KrewManifestFile, file)
+		}
+		sum, err := fileSHA256(filepath.Join(dir, file))
+		if err != nil {
+			return err
+		}
+		if p.Sha256 != sum {
+			return fmt.Errorf("%s: %s's sha256 is %s, the file's %s", KrewManifestFile, file, p.Sha256, sum)
+		}
+	}
+	return nil
 }
 
 // loadVerifier reads a PEM public key.
@@ -172,17 +181,17 @@ func checkSums(dir string, sums []byte) ([]string, error) {
 }
 
 // readKrewManifest reads a krew plugin manifest.
-func readKrewManifest(path string) (krewPlugin, error) {
+func readKrewManifest(file string) (krewPlugin, error) {
 	var p krewPlugin
-	data, err := os.ReadFile(path)
+	data, err := os.ReadFile(file)
 	if err != nil {
 		return p, err
 	}
 	if err := yaml.UnmarshalStrict(data, &p); err != nil {
-		return p, fmt.Errorf("%s: %w", filepath.Base(path), err)
+		return p, fmt.Errorf("%s: %w", filepath.Base(file), err)
 	}
 	if p.Kind != "Plugin" || p.Metadata.Name != pluginName {
-		return p, fmt.Errorf("%s is not the krew manifest of the %s plugin", filepath.Base(path), pluginName)
+		return p, fmt.Errorf("%s is not the krew manifest of the %s plugin", filepath.Base(file), pluginName)
 	}
 	return p, nil
 }
