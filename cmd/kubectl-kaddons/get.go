@@ -137,50 +137,97 @@ func getAddons(ctx context.Context, c client.WithWatch, namespace string, o getO
 }
 
 // watchAddons prints every change to the add-ons of the listed kinds in namespace until
-// ctx ends: one watch per kind, restarted from the last resource version it saw.
+// ctx ends: one watch per kind (watchKind), restarted from the last resource version it
+// saw, and from a new list when the server no longer has that version.
 func watchAddons(ctx context.Context, c client.WithWatch, namespace string, listed []listedKind, p *addonPrinter) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	events := make(chan watch.Event)
+	errs := make(chan error, len(listed))
 	for _, l := range listed {
-		w, err := watchtools.NewRetryWatcherWithContext(ctx, l.resourceVersion, kindWatcher{c: c, gvk: l.gvk, namespace: namespace})
-		if err != nil {
-			return fmt.Errorf("watching %s: %w", l.gvk.Kind, err)
-		}
-		defer w.Stop()
-		go func() {
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case e, ok := <-w.ResultChan():
-					if !ok {
-						return
-					}
-					select {
-					case events <- e:
-					case <-ctx.Done():
-						return
-					}
-				}
-			}
-		}()
+		go func() { errs <- watchKind(ctx, c, namespace, l, events) }()
 	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case err := <-errs:
+			if err != nil {
+				return err
+			}
 		case e := <-events:
+			u, ok := e.Object.(*unstructured.Unstructured)
+			if !ok {
+				continue
+			}
+			if err := p.printOne(u); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// watchKind sends the changes to the add-ons of one kind to events until ctx ends. A
+// RetryWatcher resumes a cut watch from the last resource version it saw; when the server
+// has compacted that version away (410 Gone: a laptop asleep, a long network cut), the
+// kind is listed again and every add-on of the list sent as a change, so the output shows
+// the current state (what changed in the gap is not known), and the watch resumes from the
+// new list. Any other error ends it.
+func watchKind(ctx context.Context, c client.WithWatch, namespace string, l listedKind, events chan<- watch.Event) error {
+	for {
+		w, err := watchtools.NewRetryWatcherWithContext(ctx, l.resourceVersion, kindWatcher{c: c, gvk: l.gvk, namespace: namespace})
+		if err != nil {
+			return fmt.Errorf("watching %s: %w", l.gvk.Kind, err)
+		}
+		gone, err := forwardEvents(ctx, w, events)
+		w.Stop()
+		if err != nil || !gone {
+			return err
+		}
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(l.gvk.GroupVersion().WithKind(l.gvk.Kind + "List"))
+		if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("listing %s again after its watch expired: %w", l.gvk.Kind, err)
+		}
+		l.resourceVersion = list.GetResourceVersion()
+		for i := range list.Items {
+			item := &list.Items[i]
+			item.SetGroupVersionKind(l.gvk)
+			select {
+			case events <- watch.Event{Type: watch.Modified, Object: item}:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+	}
+}
+
+// forwardEvents sends w's changes to events until ctx ends or w does. It reports whether w
+// ended because its resource version expired (410 Gone); another error event is an error.
+func forwardEvents(ctx context.Context, w watch.Interface, events chan<- watch.Event) (gone bool, err error) {
+	for {
+		select {
+		case <-ctx.Done():
+			return false, nil
+		case e, ok := <-w.ResultChan():
+			if !ok {
+				return false, nil
+			}
 			switch e.Type {
 			case watch.Error:
-				return fmt.Errorf("watching the add-ons: %w", apierrors.FromObject(e.Object))
-			case watch.Added, watch.Modified, watch.Deleted:
-				u, ok := e.Object.(*unstructured.Unstructured)
-				if !ok {
-					continue
+				err := apierrors.FromObject(e.Object)
+				if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+					return true, nil
 				}
-				if err := p.printOne(u); err != nil {
-					return err
+				return false, fmt.Errorf("watching the add-ons: %w", err)
+			case watch.Added, watch.Modified, watch.Deleted:
+				select {
+				case events <- e:
+				case <-ctx.Done():
+					return false, nil
 				}
 			}
 		}

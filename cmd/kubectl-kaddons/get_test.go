@@ -3,14 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -243,4 +246,60 @@ func TestGetWatch(t *testing.T) {
 		g.Eventually(done, 30*time.Second).Should(Receive(Equal(0)), errOut.String())
 		g.Expect(testClient.Delete(ctx, cr, client.PropagationPolicy(metav1.DeletePropagationBackground))).To(Succeed())
 	}
+}
+
+// goneOnce is a client whose first watch of each kind reports at once that its resource
+// version is gone (410), as a server does after compacting it away; later watches pass.
+type goneOnce struct {
+	client.WithWatch
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (g *goneOnce) Watch(ctx context.Context, list client.ObjectList, opts ...client.ListOption) (watch.Interface, error) {
+	kind := list.GetObjectKind().GroupVersionKind().Kind
+	g.mu.Lock()
+	first := !g.seen[kind]
+	g.seen[kind] = true
+	g.mu.Unlock()
+	if !first {
+		return g.WithWatch.Watch(ctx, list, opts...)
+	}
+	status := apierrors.NewResourceExpired("too old resource version").Status()
+	w := watch.NewFakeWithChanSize(1, false)
+	w.Error(&status)
+	return w, nil
+}
+
+// TestGetWatchListsAgainWhenGone checks that get --watch survives a watch whose resource
+// version expired: it lists the kinds again, prints the add-ons as they are, and goes on
+// printing changes, instead of ending with the 410.
+func TestGetWatchListsAgainWhenGone(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	cr := &addonsv1alpha1.CoreDNS{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "before"}}
+	createReady(t, cr, "1.12.0")
+	c, err := client.NewWithWatch(testCfg, client.Options{Scheme: scheme})
+	g.Expect(err).NotTo(HaveOccurred())
+	gone := &goneOnce{WithWatch: c, seen: map[string]bool{}}
+
+	watchCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var out, errOut syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- getAddons(watchCtx, gone, ns, getOptions{watch: true}, genericiooptions.IOStreams{Out: &out, ErrOut: &errOut})
+	}()
+	row := `(?m)^` + ns + `\s+CoreDNS\s+before\s+1\.12\.0\s+True\s`
+	// Listed once at the start and once more after the 410.
+	g.Eventually(func() int { return len(regexp.MustCompile(row).FindAllString(out.String(), -1)) }, 30*time.Second, 100*time.Millisecond).
+		Should(Equal(2), "output:\n%s", out.String())
+	g.Consistently(done, time.Second).ShouldNot(Receive(), "get --watch ended after the 410")
+
+	after := &addonsv1alpha1.CoreDNS{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "after"}}
+	createReady(t, after, "1.12.1")
+	g.Eventually(out.String, 30*time.Second, 100*time.Millisecond).Should(MatchRegexp(`(?m)^` + ns + `\s+CoreDNS\s+after\s+1\.12\.1\s+True\s`))
+	cancel()
+	g.Eventually(done, 30*time.Second).Should(Receive(BeNil()), errOut.String())
 }
