@@ -22,7 +22,6 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/sigstore/sigstore/pkg/signature"
-	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
 	"sigs.k8s.io/yaml"
@@ -491,9 +490,4 @@ func runOutput(ctx context.Context, stdin []byte, command string, args ...string
 
 func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "release: "+format+"\n", args...)
-}
-
-// chartOf loads a packaged chart.
-func chartOf(path string) (*chartv2.Chart, error) {
-	return loader.LoadFile(path)
 }

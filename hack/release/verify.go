@@ -24,6 +24,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kaddons/kaddons/internal/sources/publish"
@@ -300,7 +301,7 @@ func checkIndex(ii v1.ImageIndex, d v1.Hash) error {
 
 // checkChart checks a packaged chart's version, appVersion and image values.
 func checkChart(file, version, repository, digest string) error {
-	ch, err := chartOf(file)
+	ch, err := loader.LoadFile(file)
 	if err != nil {
 		return fmt.Errorf("%s: %w", filepath.Base(file), err)
 	}
